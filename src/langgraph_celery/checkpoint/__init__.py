@@ -1,0 +1,23 @@
+"""Checkpoint savers: the abstract base, an in-memory saver and a SQL (SQLite/PostgreSQL) saver."""
+
+from __future__ import annotations
+
+from langgraph_celery.checkpoint.base import (
+    BaseCheckpointSaver,
+    Checkpoint,
+    PendingTask,
+    PendingWrite,
+)
+from langgraph_celery.checkpoint.memory import MemorySaver
+from langgraph_celery.checkpoint.sql import SqlSaver
+from langgraph_celery.errors import CheckpointConflictError
+
+__all__ = [
+    "BaseCheckpointSaver",
+    "Checkpoint",
+    "CheckpointConflictError",
+    "MemorySaver",
+    "PendingTask",
+    "PendingWrite",
+    "SqlSaver",
+]

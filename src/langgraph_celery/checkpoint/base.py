@@ -1,0 +1,172 @@
+"""The checkpoint model and the abstract saver every store implements.
+
+A checkpoint is an immutable record of a thread's state after one superstep (or after the input,
+an interruption or ``update_state``).  It is identified by ``(thread_id, checkpoint_id)`` and also
+unique by ``(thread_id, run_id, step)``: two writers that both try to store the same step of the
+same run are detected (:class:`CheckpointConflictError`), never merged or duplicated.
+
+Alongside checkpoints a saver keeps *pending writes*: the update of each task that finished in the
+step that starts from a checkpoint, keyed by ``(thread_id, checkpoint_id, task_id)``.  The first
+write for a key wins; a second one is refused.  They let a step whose other tasks failed or were
+interrupted keep what already succeeded, and make a redelivered task a no-op.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from langgraph_celery.serde import JsonSerializer, Serializer
+
+__all__ = ["BaseCheckpointSaver", "Checkpoint", "PendingTask", "PendingWrite"]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class PendingTask:
+    """One task of the next superstep: a node, and for a ``Send`` the argument it runs with."""
+
+    id: str
+    node: str
+    arg: Any = None
+    has_arg: bool = False
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": self.id, "node": self.node}
+        if self.has_arg:
+            data["arg"] = self.arg
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> PendingTask:
+        return cls(id=data["id"], node=data["node"], arg=data.get("arg"), has_arg="arg" in data)
+
+
+@dataclass(frozen=True)
+class PendingWrite:
+    """The update one task produced for the step that starts from ``checkpoint_id``."""
+
+    task_id: str
+    node: str
+    update: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A thread's state at one point of one run.
+
+    ``tasks`` are what runs next (``next`` is their node ids); ``extra`` is engine bookkeeping
+    (join barriers, edges still to evaluate, nodes a resume runs without interrupting);
+    ``metadata`` says where the checkpoint came from (``source``: input, loop, update, ...).
+    """
+
+    thread_id: str
+    checkpoint_id: str
+    run_id: str
+    step: int
+    values: dict[str, Any]
+    tasks: tuple[PendingTask, ...] = ()
+    parent_id: str | None = None
+    node: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime = field(default_factory=_utcnow)
+
+    @property
+    def next(self) -> tuple[str, ...]:
+        return tuple(task.node for task in self.tasks)
+
+    def body(self) -> dict[str, Any]:
+        """Everything but the indexed columns, for a saver to serialize as one document."""
+        return {
+            "values": self.values,
+            "tasks": [task.to_data() for task in self.tasks],
+            "node": self.node,
+            "extra": self.extra,
+            "metadata": self.metadata,
+        }
+
+    @classmethod
+    def from_body(
+        cls,
+        body: Mapping[str, Any],
+        *,
+        thread_id: str,
+        checkpoint_id: str,
+        run_id: str,
+        step: int,
+        parent_id: str | None,
+        created_at: datetime,
+    ) -> Checkpoint:
+        return cls(
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            run_id=run_id,
+            step=step,
+            values=dict(body["values"]),
+            tasks=tuple(PendingTask.from_data(t) for t in body.get("tasks", ())),
+            parent_id=parent_id,
+            node=body.get("node"),
+            extra=dict(body.get("extra") or {}),
+            metadata=dict(body.get("metadata") or {}),
+            created_at=created_at,
+        )
+
+
+class BaseCheckpointSaver(abc.ABC):
+    """Stores checkpoints and pending writes of threads.  Implementations must be thread-safe.
+
+    Values are stored with ``self.serializer`` (a :class:`JsonSerializer` unless given), so what
+    comes back is a fresh copy, never the object that was stored.
+    """
+
+    #: False for savers whose data lives in this process only (Celery workers elsewhere
+    #: cannot see it).
+    shared_across_processes: bool = True
+
+    def __init__(self, serializer: Serializer | None = None) -> None:
+        self.serializer: Serializer = serializer if serializer is not None else JsonSerializer()
+
+    def setup(self) -> None:  # noqa: B027 - optional hook, nothing to do by default
+        """Create whatever storage the saver needs.  Idempotent; also done on first use."""
+
+    @abc.abstractmethod
+    def put(self, checkpoint: Checkpoint) -> Checkpoint:
+        """Store a new checkpoint and return it.
+
+        Raises :class:`CheckpointConflictError` if the thread already has a checkpoint with the
+        same ``checkpoint_id`` or the same ``(run_id, step)``, and :class:`SerializationError`
+        (naming the key and type) if a value cannot be serialized.
+        """
+
+    @abc.abstractmethod
+    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
+        """The thread's latest checkpoint, or the one named; ``None`` if there is none."""
+
+    @abc.abstractmethod
+    def list(self, thread_id: str) -> Sequence[Checkpoint]:
+        """All of the thread's checkpoints, newest (last stored) first."""
+
+    @abc.abstractmethod
+    def put_writes(
+        self, thread_id: str, checkpoint_id: str, task_id: str, node: str, update: Mapping[str, Any]
+    ) -> bool:
+        """Record one task's update for the step starting at ``checkpoint_id``.
+
+        Returns ``True`` if stored, ``False`` if a write for that task is already there (the
+        first write wins and is never replaced).
+        """
+
+    @abc.abstractmethod
+    def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:
+        """The pending writes recorded for the step starting at ``checkpoint_id``."""
+
+    @abc.abstractmethod
+    def release(self, thread_id: str) -> Sequence[Checkpoint]:
+        """Delete the thread's checkpoints and writes; return what was deleted, newest first."""

@@ -1,0 +1,155 @@
+"""An in-process checkpoint saver: fast, thread-safe, gone when the process exits.
+
+Checkpoints and writes are kept *serialized* (the serializer's text), exactly like the SQL saver
+keeps them, so a value that would not survive a database does not survive here either, and what
+``get`` returns is always a fresh copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from langgraph_celery.checkpoint._schema import as_utc
+from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, PendingWrite
+from langgraph_celery.errors import CheckpointConflictError
+from langgraph_celery.serde import Serializer
+
+__all__ = ["MemorySaver"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    checkpoint_id: str
+    run_id: str
+    step: int
+    parent_id: str | None
+    created_at: datetime
+    body: str
+
+
+@dataclass(slots=True)
+class _Thread:
+    # Insertion order is storage order: the last value is the latest checkpoint.
+    checkpoints: dict[str, _Stored] = field(default_factory=dict)
+    # (run_id, step) -> checkpoint_id, for the second uniqueness rule.
+    steps: dict[tuple[str, int], str] = field(default_factory=dict)
+    # checkpoint_id -> task_id -> (node, serialized update), in insertion order.
+    writes: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
+
+
+class MemorySaver(BaseCheckpointSaver):
+    """Keeps checkpoints in this process's memory.  For tests and single-process use.
+
+    Celery workers in other processes cannot see it (``shared_across_processes`` is False).
+    """
+
+    shared_across_processes = False
+
+    def __init__(self, serializer: Serializer | None = None) -> None:
+        super().__init__(serializer)
+        self._lock = threading.Lock()
+        self._threads: dict[str, _Thread] = {}
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def put(self, checkpoint: Checkpoint) -> Checkpoint:
+        body = self.serializer.dumps(checkpoint.body())
+        created_at = as_utc(checkpoint.created_at)
+        stored = _Stored(
+            checkpoint_id=checkpoint.checkpoint_id,
+            run_id=checkpoint.run_id,
+            step=checkpoint.step,
+            parent_id=checkpoint.parent_id,
+            created_at=created_at,
+            body=body,
+        )
+        step_key = (checkpoint.run_id, checkpoint.step)
+        with self._lock:
+            thread = self._threads.get(checkpoint.thread_id)
+            if thread is None:
+                thread = self._threads[checkpoint.thread_id] = _Thread()
+            if checkpoint.checkpoint_id in thread.checkpoints:
+                raise CheckpointConflictError(
+                    f"thread {checkpoint.thread_id!r} already has a checkpoint with id "
+                    f"{checkpoint.checkpoint_id!r} (storing run {checkpoint.run_id!r} step "
+                    f"{checkpoint.step}): checkpoint ids must be unique within a thread"
+                )
+            if step_key in thread.steps:
+                raise CheckpointConflictError(
+                    f"thread {checkpoint.thread_id!r} already has a checkpoint for run "
+                    f"{checkpoint.run_id!r} step {checkpoint.step} (checkpoint "
+                    f"{thread.steps[step_key]!r}): another writer stored this step first"
+                )
+            thread.checkpoints[checkpoint.checkpoint_id] = stored
+            thread.steps[step_key] = checkpoint.checkpoint_id
+        if created_at is checkpoint.created_at:
+            return checkpoint
+        return dataclasses.replace(checkpoint, created_at=created_at)
+
+    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
+        with self._lock:
+            thread = self._threads.get(thread_id)
+            if thread is None or not thread.checkpoints:
+                return None
+            if checkpoint_id is None:
+                stored: _Stored | None = thread.checkpoints[next(reversed(thread.checkpoints))]
+            else:
+                stored = thread.checkpoints.get(checkpoint_id)
+        return None if stored is None else self._load(thread_id, stored)
+
+    def list(self, thread_id: str) -> Sequence[Checkpoint]:
+        with self._lock:
+            thread = self._threads.get(thread_id)
+            rows = [] if thread is None else list(reversed(thread.checkpoints.values()))
+        return [self._load(thread_id, stored) for stored in rows]
+
+    def release(self, thread_id: str) -> Sequence[Checkpoint]:
+        with self._lock:
+            thread = self._threads.pop(thread_id, None)
+        if thread is None:
+            return []
+        return [self._load(thread_id, stored) for stored in reversed(thread.checkpoints.values())]
+
+    # -- pending writes ----------------------------------------------------------------------
+
+    def put_writes(
+        self, thread_id: str, checkpoint_id: str, task_id: str, node: str, update: Mapping[str, Any]
+    ) -> bool:
+        body = self.serializer.dumps(dict(update))
+        with self._lock:
+            thread = self._threads.get(thread_id)
+            if thread is None:
+                thread = self._threads[thread_id] = _Thread()
+            step_writes = thread.writes.setdefault(checkpoint_id, {})
+            if task_id in step_writes:
+                return False
+            step_writes[task_id] = (node, body)
+            return True
+
+    def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:
+        with self._lock:
+            thread = self._threads.get(thread_id)
+            step_writes = None if thread is None else thread.writes.get(checkpoint_id)
+            items = [] if step_writes is None else list(step_writes.items())
+        return [
+            PendingWrite(task_id=task_id, node=node, update=dict(self.serializer.loads(body)))
+            for task_id, (node, body) in items
+        ]
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _load(self, thread_id: str, stored: _Stored) -> Checkpoint:
+        return Checkpoint.from_body(
+            self.serializer.loads(stored.body),
+            thread_id=thread_id,
+            checkpoint_id=stored.checkpoint_id,
+            run_id=stored.run_id,
+            step=stored.step,
+            parent_id=stored.parent_id,
+            created_at=stored.created_at,
+        )

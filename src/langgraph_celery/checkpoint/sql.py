@@ -1,0 +1,320 @@
+"""A checkpoint saver on SQLAlchemy Core, for SQLite and PostgreSQL, safe with many processes.
+
+Every call goes to the database (no cache of rows that could go stale when another process
+writes); uniqueness is enforced by the database's constraints (see
+:mod:`langgraph_celery.checkpoint._schema`), so two writers racing for the same step of a thread
+end with one checkpoint and one :class:`CheckpointConflictError`.
+
+Tables are created by :meth:`SqlSaver.setup` or on first use, never by the constructor, which
+does not connect.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, Insert, Row, create_engine, delete, event, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.pool import StaticPool
+
+from langgraph_celery.checkpoint._schema import (
+    DEFAULT_TABLE_PREFIX,
+    as_utc,
+    build_tables,
+    next_write_seq,
+)
+from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, PendingWrite
+from langgraph_celery.errors import CheckpointConflictError
+from langgraph_celery.serde import Serializer
+
+__all__ = ["SqlSaver"]
+
+#: Seconds a SQLite connection waits for another writer's lock before failing.
+SQLITE_BUSY_TIMEOUT = 30.0
+
+_CREATE_ATTEMPTS = 5
+
+
+class SqlSaver(BaseCheckpointSaver):
+    """Stores checkpoints in a SQL database through SQLAlchemy (SQLite or PostgreSQL).
+
+    ``url_or_engine`` is a URL (``sqlite:///path.db``, ``postgresql://user@host/db``; a
+    PostgreSQL URL without a driver uses psycopg 3) or an :class:`~sqlalchemy.Engine`, used as
+    is.  ``table_prefix`` names the tables (``<prefix>checkpoints``, ``<prefix>writes``), so
+    several savers can share one database.
+    """
+
+    shared_across_processes = True
+
+    def __init__(
+        self,
+        url_or_engine: str | URL | Engine,
+        serializer: Serializer | None = None,
+        *,
+        table_prefix: str = DEFAULT_TABLE_PREFIX,
+    ) -> None:
+        super().__init__(serializer)
+        self._tables = build_tables(table_prefix)
+        self._table_prefix = table_prefix
+        if isinstance(url_or_engine, Engine):
+            self._engine = url_or_engine
+            self._owns_engine = False
+        else:
+            self._engine = _create_engine(url_or_engine)
+            self._owns_engine = True
+        # An in-memory SQLite database is one connection shared by every thread: take turns.
+        serial_lock = threading.RLock() if _is_sqlite_memory(self._engine.url) else None
+        self._serial: Callable[[], AbstractContextManager[Any]] = (
+            nullcontext if serial_lock is None else (lambda: serial_lock)
+        )
+        self._setup_lock = threading.Lock()
+        self._ready = False
+        self._dialect = self._engine.dialect.name
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    @property
+    def table_prefix(self) -> str:
+        return self._table_prefix
+
+    def __repr__(self) -> str:
+        url = self._engine.url.render_as_string(hide_password=True)
+        return f"SqlSaver({url!r}, table_prefix={self._table_prefix!r})"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Create the tables if they do not exist.  Idempotent; also done on first use."""
+        if self._ready:
+            return
+        with self._setup_lock:
+            if self._ready:
+                return
+            for attempt in range(1, _CREATE_ATTEMPTS + 1):
+                try:
+                    with self._serial():
+                        self._tables.metadata.create_all(self._engine, checkfirst=True)
+                    break
+                except DBAPIError:
+                    # Another process created a table between our check and our CREATE.
+                    if attempt == _CREATE_ATTEMPTS:
+                        raise
+                    time.sleep(0.05 * attempt)
+            self._ready = True
+
+    def dispose(self) -> None:
+        """Close the connection pool, if this saver created the engine (else do nothing)."""
+        if self._owns_engine:
+            self._engine.dispose()
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def put(self, checkpoint: Checkpoint) -> Checkpoint:
+        body = self.serializer.dumps(checkpoint.body())
+        created_at = as_utc(checkpoint.created_at)
+        table = self._tables.checkpoints
+        statement = insert(table).values(
+            thread_id=checkpoint.thread_id,
+            checkpoint_id=checkpoint.checkpoint_id,
+            run_id=checkpoint.run_id,
+            step=checkpoint.step,
+            parent_id=checkpoint.parent_id,
+            created_at=created_at,
+            body=body,
+        )
+        try:
+            with self._begin() as conn:
+                conn.execute(statement)
+        except IntegrityError as exc:
+            if not _is_unique_violation(exc):
+                raise
+            raise CheckpointConflictError(self._conflict_message(checkpoint, exc)) from exc
+        if created_at is checkpoint.created_at:
+            return checkpoint
+        return dataclasses.replace(checkpoint, created_at=created_at)
+
+    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
+        table = self._tables.checkpoints
+        query = select(*self._checkpoint_columns()).where(table.c.thread_id == thread_id)
+        if checkpoint_id is None:
+            query = query.order_by(table.c.seq.desc()).limit(1)
+        else:
+            query = query.where(table.c.checkpoint_id == checkpoint_id)
+        with self._begin() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else self._load(thread_id, row)
+
+    def list(self, thread_id: str) -> Sequence[Checkpoint]:
+        table = self._tables.checkpoints
+        query = (
+            select(*self._checkpoint_columns())
+            .where(table.c.thread_id == thread_id)
+            .order_by(table.c.seq.desc())
+        )
+        with self._begin() as conn:
+            rows = conn.execute(query).all()
+        return [self._load(thread_id, row) for row in rows]
+
+    def release(self, thread_id: str) -> Sequence[Checkpoint]:
+        checkpoints, writes = self._tables.checkpoints, self._tables.writes
+        with self._begin() as conn:
+            if self._engine.dialect.delete_returning:
+                rows = conn.execute(
+                    delete(checkpoints)
+                    .where(checkpoints.c.thread_id == thread_id)
+                    .returning(*self._checkpoint_columns())
+                ).all()
+            else:
+                rows = conn.execute(
+                    select(*self._checkpoint_columns()).where(checkpoints.c.thread_id == thread_id)
+                ).all()
+                if rows:
+                    conn.execute(
+                        delete(checkpoints).where(
+                            checkpoints.c.thread_id == thread_id,
+                            checkpoints.c.seq <= max(row.seq for row in rows),
+                        )
+                    )
+            conn.execute(delete(writes).where(writes.c.thread_id == thread_id))
+        rows = sorted(rows, key=lambda row: row.seq, reverse=True)
+        return [self._load(thread_id, row) for row in rows]
+
+    # -- pending writes ----------------------------------------------------------------------
+
+    def put_writes(
+        self, thread_id: str, checkpoint_id: str, task_id: str, node: str, update: Mapping[str, Any]
+    ) -> bool:
+        values = {
+            "thread_id": thread_id,
+            "checkpoint_id": checkpoint_id,
+            "task_id": task_id,
+            "node": node,
+            "seq": next_write_seq(),
+            "body": self.serializer.dumps(dict(update)),
+            "created_at": datetime.now(UTC),
+        }
+        writes = self._tables.writes
+        ignoring: Insert | None = None
+        if self._dialect == "postgresql":
+            ignoring = postgresql.insert(writes).values(values).on_conflict_do_nothing()
+        elif self._dialect == "sqlite":
+            ignoring = sqlite.insert(writes).values(values).on_conflict_do_nothing()
+        if ignoring is not None:
+            # rowcount is 0 when the key was there already (the statement did nothing).
+            with self._begin() as conn:
+                result = conn.execute(ignoring.execution_options(preserve_rowcount=True))
+                return bool(result.rowcount == 1)
+        try:
+            with self._begin() as conn:
+                conn.execute(insert(writes).values(values))
+        except IntegrityError as exc:
+            if not _is_unique_violation(exc):
+                raise
+            return False
+        return True
+
+    def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:
+        writes = self._tables.writes
+        query = (
+            select(writes.c.task_id, writes.c.node, writes.c.body)
+            .where(writes.c.thread_id == thread_id, writes.c.checkpoint_id == checkpoint_id)
+            .order_by(writes.c.seq, writes.c.task_id)
+        )
+        with self._begin() as conn:
+            rows = conn.execute(query).all()
+        return [
+            PendingWrite(
+                task_id=row.task_id, node=row.node, update=dict(self.serializer.loads(row.body))
+            )
+            for row in rows
+        ]
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    @contextmanager
+    def _begin(self) -> Iterator[Any]:
+        self.setup()
+        with self._serial(), self._engine.begin() as conn:
+            yield conn
+
+    def _checkpoint_columns(self) -> tuple[Any, ...]:
+        c = self._tables.checkpoints.c
+        return (c.seq, c.checkpoint_id, c.run_id, c.step, c.parent_id, c.created_at, c.body)
+
+    def _load(self, thread_id: str, row: Row[Any]) -> Checkpoint:
+        return Checkpoint.from_body(
+            self.serializer.loads(row.body),
+            thread_id=thread_id,
+            checkpoint_id=row.checkpoint_id,
+            run_id=row.run_id,
+            step=row.step,
+            parent_id=row.parent_id,
+            created_at=as_utc(row.created_at),
+        )
+
+    def _conflict_message(self, checkpoint: Checkpoint, exc: IntegrityError) -> str:
+        detail = str(exc.orig)
+        prefix = self._table_prefix
+        thread, run, step = checkpoint.thread_id, checkpoint.run_id, checkpoint.step
+        if f"{prefix}ckpt_id_uq" in detail or "checkpoint_id" in detail:
+            return (
+                f"thread {thread!r} already has a checkpoint with id "
+                f"{checkpoint.checkpoint_id!r} (storing run {run!r} step {step}): checkpoint "
+                "ids must be unique within a thread"
+            )
+        return (
+            f"thread {thread!r} already has a checkpoint for run {run!r} step {step}: another "
+            "writer stored this step first"
+        )
+
+
+def _is_unique_violation(exc: IntegrityError) -> bool:
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    if isinstance(sqlstate, str):  # PostgreSQL: 23505 is unique_violation
+        return sqlstate == "23505"
+    return "NOT NULL" not in str(exc.orig)
+
+
+def _is_sqlite_memory(url: URL) -> bool:
+    return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+
+
+def _create_engine(url: str | URL) -> Engine:
+    if isinstance(url, str):
+        for scheme in ("postgresql://", "postgres://"):
+            if url.startswith(scheme):
+                url = "postgresql+psycopg://" + url[len(scheme) :]
+                break
+    parsed = make_url(url)
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(parsed)
+    if _is_sqlite_memory(parsed):
+        return create_engine(
+            parsed, poolclass=StaticPool, connect_args={"check_same_thread": False}
+        )
+    engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
+    event.listen(engine, "connect", _sqlite_on_connect)
+    return engine
+
+
+def _sqlite_on_connect(dbapi_connection: Any, connection_record: Any) -> None:
+    # WAL lets readers proceed while one process writes; writers still queue on the lock and
+    # wait up to the busy timeout instead of failing at once.
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+    finally:
+        cursor.close()

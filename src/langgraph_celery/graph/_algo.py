@@ -1,0 +1,210 @@
+"""The superstep algorithm, as pure functions of data.
+
+Nothing here performs I/O, awaits or imports an executor: given a graph definition, the state,
+the tasks of a step and what they (and the routes) returned, these functions say how updates
+merge, where the run goes next and whether it stops.  The in-process runner and the Celery
+workers both call them, which is what makes their results identical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph_celery.checkpoint.base import PendingTask
+from langgraph_celery.errors import GraphStateError, InvalidUpdateError
+from langgraph_celery.graph.builder import GraphSpec
+from langgraph_celery.graph.state import apply_update
+from langgraph_celery.graph.types import END, Command, Send
+
+__all__ = [
+    "RouteDecision",
+    "decide_route",
+    "interrupt_after_node",
+    "interrupt_before_node",
+    "merge_writes",
+    "order_tasks",
+    "plan_next",
+]
+
+BARRIERS = "barriers"
+EDGES_PENDING = "edges_pending"
+RESUMED = "resumed"
+
+
+def check_update(node: str, update: Any) -> dict[str, Any] | None:
+    """A node's return value as an update, or :class:`InvalidUpdateError` naming the node."""
+    if update is None:
+        return None
+    if isinstance(update, Mapping):
+        for key in update:
+            if not isinstance(key, str):
+                raise InvalidUpdateError(
+                    f"node {node!r} returned an update with non-string key {key!r}; state keys "
+                    "are strings"
+                )
+        return dict(update)
+    raise InvalidUpdateError(
+        f"node {node!r} returned {type(update).__name__}; a node must return a mapping of state "
+        "updates or None"
+    )
+
+
+def order_tasks(spec: GraphSpec, tasks: Iterable[PendingTask]) -> list[PendingTask]:
+    """Tasks in the order their nodes were added (Send tasks keep their relative order)."""
+    index = spec.node_index()
+    return sorted(tasks, key=lambda task: index.get(task.node, len(index)))
+
+
+def merge_writes(
+    spec: GraphSpec,
+    values: Mapping[str, Any],
+    writes: Sequence[tuple[str, Mapping[str, Any] | None]],
+) -> dict[str, Any]:
+    """Merge the updates of one step, in the given (node-added) order, into a new state.
+
+    Two writes of one step to the same key without a reducer are an :class:`InvalidUpdateError`.
+    """
+    merged = dict(values)
+    if len(writes) > 1:
+        writers: dict[str, str] = {}
+        for node, update in writes:
+            for key in update or ():
+                channel = spec.schema.get(key)
+                if channel is not None and channel.reducer is not None:
+                    continue
+                if key in writers:
+                    raise InvalidUpdateError(
+                        f"nodes {writers[key]!r} and {node!r} both wrote key {key!r} in one "
+                        "step, and the key has no reducer; give it a Channel with a reducer in "
+                        "the schema or write it from one node"
+                    )
+                writers[key] = node
+    for _node, update in writes:
+        if update:
+            apply_update(spec.schema, merged, update)
+    return merged
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    """What one route chose: node ids (or END) to go to, Sends, and an update to merge."""
+
+    targets: tuple[str, ...] = ()
+    sends: tuple[Send, ...] = ()
+    update: Mapping[str, Any] | None = None
+
+
+def _resolve_label(spec: GraphSpec, source: str, label: Any) -> str:
+    mapping: Mapping[Hashable, str] | None = spec.conditional[source].mapping
+    if mapping is None:
+        if isinstance(label, str) and (label in spec.nodes or label == END):
+            return label
+        known = [*spec.nodes, END]
+    else:
+        try:
+            if label in mapping:
+                return mapping[label]
+        except TypeError:  # an unhashable label
+            pass
+        known = [str(key) for key in mapping]
+    raise GraphStateError(
+        f"conditional edge from {source!r} returned label {label!r}, which is not in its "
+        f"mapping; known labels: {', '.join(known)}"
+    )
+
+
+def decide_route(spec: GraphSpec, source: str, result: Any) -> RouteDecision:
+    """Interpret a route's return value: a label, a Command, a list of labels or of Sends."""
+    if isinstance(result, Command):
+        goto = [result.goto] if isinstance(result.goto, str) else list(result.goto)
+        inner = decide_route(spec, source, goto)
+        return RouteDecision(inner.targets, inner.sends, result.update)
+    if isinstance(result, Send):
+        result = [result]
+    if isinstance(result, list | tuple):
+        targets: list[str] = []
+        sends: list[Send] = []
+        for item in result:
+            if isinstance(item, Send):
+                if item.node not in spec.nodes:
+                    raise GraphStateError(
+                        f"conditional edge from {source!r} sent to unknown node {item.node!r}"
+                    )
+                sends.append(item)
+            else:
+                target = _resolve_label(spec, source, item)
+                if target not in targets:
+                    targets.append(target)
+        return RouteDecision(tuple(targets), tuple(sends))
+    return RouteDecision((_resolve_label(spec, source, result),))
+
+
+def plan_next(
+    spec: GraphSpec,
+    executed: Sequence[str],
+    decisions: Mapping[str, RouteDecision],
+    barriers: Mapping[str, Sequence[str]],
+) -> tuple[list[PendingTask], dict[str, list[str]]]:
+    """The next step's tasks and join barriers after ``executed`` nodes (in order) have run.
+
+    ``decisions`` holds the route decision of each executed node that has a conditional edge.
+    A node picked by several sources runs once; each Send is its own task.
+    """
+    index = spec.node_index()
+    targets: set[str] = set()
+    sends: list[Send] = []
+    for node in executed:
+        targets.update(spec.edges.get(node, ()))
+        decision = decisions.get(node)
+        if decision is not None:
+            targets.update(decision.targets)
+            sends.extend(decision.sends)
+    new_barriers = {key: list(seen) for key, seen in barriers.items()}
+    for join in spec.joins:
+        ran = [source for source in join.sources if source in executed]
+        if not ran:
+            continue
+        seen = new_barriers.setdefault(join.key, [])
+        seen.extend(source for source in ran if source not in seen)
+        if set(seen) >= set(join.sources):
+            targets.add(join.target)
+            del new_barriers[join.key]
+    targets.discard(END)
+    tasks = [PendingTask(id=node, node=node) for node in sorted(targets, key=index.__getitem__)]
+    for number, send in enumerate(sends):
+        tasks.append(
+            PendingTask(id=f"{send.node}#send{number}", node=send.node, arg=send.arg, has_arg=True)
+        )
+    return order_tasks(spec, tasks), new_barriers
+
+
+def interrupt_before_node(
+    interrupt_before: Iterable[str], tasks: Sequence[PendingTask], resumed: bool
+) -> str | None:
+    """The first task's node that the run must stop before (none right after a resume)."""
+    if resumed:
+        return None
+    stops = set(interrupt_before)
+    for task in tasks:
+        if task.node in stops:
+            return task.node
+    return None
+
+
+def interrupt_after_node(interrupt_after: Iterable[str], executed: Sequence[str]) -> str | None:
+    """The first executed node that the run must stop after."""
+    stops = set(interrupt_after)
+    for node in executed:
+        if node in stops:
+            return node
+    return None
+
+
+def executed_nodes(tasks: Sequence[PendingTask]) -> list[str]:
+    """Distinct nodes of a step's tasks, in task order."""
+    seen: dict[str, None] = {}
+    for task in tasks:
+        seen.setdefault(task.node, None)
+    return list(seen)

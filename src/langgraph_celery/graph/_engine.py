@@ -1,0 +1,344 @@
+"""One run's lifecycle around the pure algorithm: start or resume, check interrupts, finish a
+step (merge, route, checkpoint) and complete.  Both executors drive runs through this class; only
+*how the tasks of a step are executed* differs between them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, PendingTask
+from langgraph_celery.errors import GraphStateError
+from langgraph_celery.graph import _algo
+from langgraph_celery.graph._runner import TaskRunner, _resolve
+from langgraph_celery.graph.builder import GraphSpec
+from langgraph_celery.graph.config import CompileConfig, RunnableConfig
+from langgraph_celery.graph.state import AgentState, apply_update, initial_values
+from langgraph_celery.graph.types import (
+    END,
+    START,
+    CheckpointSaverTag,
+    GraphInput,
+    InterruptionMetadata,
+    NodeOutput,
+    StateSnapshot,
+    StreamMode,
+)
+
+__all__ = ["Engine", "StepResult"]
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass
+class StepResult:
+    """What finishing a step produced: the checkpoint to continue from, the outputs to stream
+    and, when the run stops here, the interruption."""
+
+    checkpoint: Checkpoint
+    outputs: list[NodeOutput] = field(default_factory=list)
+    interruption: InterruptionMetadata | None = None
+
+
+def _has_pending(checkpoint: Checkpoint | None) -> bool:
+    return checkpoint is not None and bool(
+        checkpoint.tasks or checkpoint.extra.get(_algo.EDGES_PENDING)
+    )
+
+
+class Engine:
+    """Run logic shared by the executors, for one compiled graph."""
+
+    def __init__(self, spec: GraphSpec, config: CompileConfig, graph_id: str) -> None:
+        self.spec = spec
+        self.config = config
+        self.graph_id = graph_id
+        self.saver: BaseCheckpointSaver | None = config.checkpoint_saver
+        self.runner = TaskRunner(spec)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def state(self, values: Mapping[str, Any]) -> AgentState:
+        return self.spec.state_factory(values)
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        return self.saver.put(checkpoint) if self.saver is not None else checkpoint
+
+    def snapshot(self, checkpoint: Checkpoint, config: RunnableConfig) -> StateSnapshot:
+        parent = (
+            config.with_changes(checkpoint_id=checkpoint.parent_id)
+            if checkpoint.parent_id
+            else None
+        )
+        return StateSnapshot(
+            node=checkpoint.node or START,
+            state=self.state(checkpoint.values),
+            update=checkpoint.metadata.get("update"),
+            config=config.with_changes(checkpoint_id=checkpoint.checkpoint_id),
+            next=checkpoint.next,
+            step=checkpoint.step,
+            created_at=checkpoint.created_at,
+            parent_config=parent,
+            metadata=dict(checkpoint.metadata),
+        )
+
+    def output(
+        self,
+        node: str,
+        checkpoint: Checkpoint,
+        config: RunnableConfig,
+        state: AgentState,
+        update: Mapping[str, Any] | None = None,
+    ) -> NodeOutput:
+        mode = config.stream_mode
+        if mode is StreamMode.SNAPSHOTS:
+            snapshot = self.snapshot(checkpoint, config)
+            return StateSnapshot(
+                node=node,
+                state=state,
+                update=update,
+                config=snapshot.config,
+                next=snapshot.next,
+                step=snapshot.step,
+                created_at=snapshot.created_at,
+                parent_config=snapshot.parent_config,
+                metadata=snapshot.metadata,
+            )
+        if mode is StreamMode.UPDATES:
+            return NodeOutput(node, state, dict(update) if update is not None else {})
+        return NodeOutput(node, state)
+
+    def require_thread(self, config: RunnableConfig) -> str:
+        if config.thread_id is None:
+            raise GraphStateError(
+                "this graph has a checkpoint saver, so every call needs a thread: pass "
+                "RunnableConfig(thread_id='...')"
+            )
+        return config.thread_id
+
+    async def _routes(
+        self, sources: Sequence[str], values: Mapping[str, Any], config: RunnableConfig
+    ) -> dict[str, _algo.RouteDecision]:
+        decisions = {}
+        for source in sources:
+            if source in self.spec.conditional:
+                result = await self.runner.run_route(source, values, config)
+                decisions[source] = _algo.decide_route(self.spec, source, result)
+        return decisions
+
+    async def route_from(
+        self,
+        sources: Sequence[str],
+        values: dict[str, Any],
+        barriers: Mapping[str, Sequence[str]],
+        config: RunnableConfig,
+    ) -> tuple[list[PendingTask], dict[str, list[str]], dict[str, Any]]:
+        """Evaluate the edges leaving ``sources``: next tasks, barriers, state with Command
+        updates merged."""
+        decisions = await self._routes(sources, values, config)
+        tasks, new_barriers = _algo.plan_next(self.spec, sources, decisions, barriers)
+        for source in sources:
+            decision = decisions.get(source)
+            if decision is not None and decision.update:
+                values = dict(values)
+                apply_update(self.spec.schema, values, decision.update)
+        return tasks, new_barriers, values
+
+    # -- the lifecycle ------------------------------------------------------------------------
+
+    async def begin(
+        self, graph_input: GraphInput, config: RunnableConfig
+    ) -> tuple[Checkpoint, NodeOutput | None]:
+        """The checkpoint a run starts from, saved, and the START output (none on resume)."""
+        thread_id = self.require_thread(config) if self.saver is not None else config.thread_id
+        base = None
+        if self.saver is not None and thread_id is not None:
+            base = self.saver.get(thread_id, config.checkpoint_id)
+            if base is None and config.checkpoint_id is not None:
+                raise GraphStateError(
+                    f"thread {thread_id!r} has no checkpoint {config.checkpoint_id!r}"
+                )
+        if graph_input.is_resume:
+            return self._resume(base, graph_input.value, config), None
+        forking = base is not None and config.checkpoint_id is not None
+        if forking and graph_input.value is None and _has_pending(base):
+            assert base is not None
+            return self._continue(base, config, source="fork", resumed=False), None
+        values = dict(base.values) if base is not None else initial_values(self.spec.schema)
+        if graph_input.value:
+            apply_update(self.spec.schema, values, graph_input.value)
+        run_id = new_id()
+        run_config = config._for_runtime(graph_id=self.graph_id, run_id=run_id)
+        tasks, barriers, values = await self.route_from([START], values, {}, run_config)
+        checkpoint = self.save(
+            Checkpoint(
+                thread_id=thread_id or "",
+                checkpoint_id=new_id(),
+                run_id=run_id,
+                step=base.step + 1 if base is not None else -1,
+                values=values,
+                tasks=tuple(tasks),
+                parent_id=base.checkpoint_id if base is not None else None,
+                node=START,
+                extra={_algo.BARRIERS: barriers} if barriers else {},
+                metadata={"source": "input", "update": graph_input.value or {}},
+            )
+        )
+        return checkpoint, self.output(
+            START, checkpoint, run_config, self.state(values), graph_input.value or {}
+        )
+
+    def _resume(
+        self, base: Checkpoint | None, update: Mapping[str, Any] | None, config: RunnableConfig
+    ) -> Checkpoint:
+        if self.saver is None:
+            raise GraphStateError("resume needs a checkpoint saver; compile with one")
+        thread_id = self.require_thread(config)
+        if base is None:
+            raise GraphStateError(f"thread {thread_id!r} has no checkpoint to resume")
+        if not _has_pending(base):
+            raise GraphStateError(
+                f"thread {thread_id!r} has nothing pending to resume (its last run completed); "
+                "start a new run with GraphInput.args(...)"
+            )
+        return self._continue(base, config, source="resume", resumed=True, update=update)
+
+    def _continue(
+        self,
+        base: Checkpoint,
+        config: RunnableConfig,
+        *,
+        source: str,
+        resumed: bool,
+        update: Mapping[str, Any] | None = None,
+    ) -> Checkpoint:
+        assert self.saver is not None
+        values = dict(base.values)
+        if update:
+            apply_update(self.spec.schema, values, update)
+        latest = self.saver.get(base.thread_id)
+        same_run = latest is not None and latest.checkpoint_id == base.checkpoint_id
+        extra = dict(base.extra)
+        extra[_algo.RESUMED] = resumed
+        checkpoint = self.saver.put(
+            Checkpoint(
+                thread_id=base.thread_id,
+                checkpoint_id=new_id(),
+                run_id=base.run_id if same_run else new_id(),
+                step=base.step + 1,
+                values=values,
+                tasks=base.tasks,
+                parent_id=base.checkpoint_id,
+                node=base.node,
+                extra=extra,
+                metadata={"source": source, "update": dict(update or {})},
+            )
+        )
+        for write in self.saver.get_writes(base.thread_id, base.checkpoint_id):
+            self.saver.put_writes(
+                base.thread_id, checkpoint.checkpoint_id, write.task_id, write.node, write.update
+            )
+        return checkpoint
+
+    async def interruption_before(
+        self, checkpoint: Checkpoint, config: RunnableConfig
+    ) -> InterruptionMetadata | None:
+        """Whether the run stops before running ``checkpoint``'s tasks."""
+        resumed = bool(checkpoint.extra.get(_algo.RESUMED))
+        node = _algo.interrupt_before_node(self.config.interrupt_before, checkpoint.tasks, resumed)
+        if node is not None:
+            return InterruptionMetadata(node, self.state(checkpoint.values))
+        if resumed:
+            return None
+        for task in checkpoint.tasks:
+            action = self.runner.interruptible(task.node)
+            if action is None:
+                continue
+            node_config = config._for_runtime(node_id=task.node)
+            found = await _resolve(
+                action.interrupt(task.node, self.state(checkpoint.values), node_config)
+            )
+            if found is not None:
+                return found  # type: ignore[no-any-return]
+        return None
+
+    async def finish(
+        self,
+        checkpoint: Checkpoint,
+        writes: Mapping[str, Mapping[str, Any] | None],
+        config: RunnableConfig,
+    ) -> StepResult:
+        """Merge a completed step's writes (by task id), route, save the next checkpoint."""
+        tasks = checkpoint.tasks
+        merged = _algo.merge_writes(
+            self.spec, checkpoint.values, [(task.node, writes.get(task.id)) for task in tasks]
+        )
+        executed = _algo.executed_nodes(tasks)
+        barriers = checkpoint.extra.get(_algo.BARRIERS, {})
+        stop_after = _algo.interrupt_after_node(self.config.interrupt_after, executed)
+        if stop_after is not None and self.config.interrupt_before_edge:
+            next_tasks: list[PendingTask] = []
+            extra: dict[str, Any] = {_algo.EDGES_PENDING: executed}
+        else:
+            next_tasks, barriers, merged = await self.route_from(executed, merged, barriers, config)
+            extra = {}
+        if barriers:
+            extra[_algo.BARRIERS] = barriers
+        new = self.save(
+            Checkpoint(
+                thread_id=checkpoint.thread_id,
+                checkpoint_id=new_id(),
+                run_id=checkpoint.run_id,
+                step=checkpoint.step + 1,
+                values=merged,
+                tasks=tuple(next_tasks),
+                parent_id=checkpoint.checkpoint_id,
+                node=executed[-1] if executed else None,
+                extra=extra,
+                metadata={"source": "loop", "writes": {t.id: writes.get(t.id) for t in tasks}},
+            )
+        )
+        state = self.state(merged)
+        outputs = [
+            self.output(task.node, new, config, state, writes.get(task.id)) for task in tasks
+        ]
+        interruption = InterruptionMetadata(stop_after, state) if stop_after is not None else None
+        return StepResult(new, outputs, interruption)
+
+    async def pending_edges(self, checkpoint: Checkpoint, config: RunnableConfig) -> Checkpoint:
+        """Evaluate edges left for the resume (``interrupt_before_edge``) and save the result."""
+        sources = list(checkpoint.extra.get(_algo.EDGES_PENDING, ()))
+        barriers = checkpoint.extra.get(_algo.BARRIERS, {})
+        tasks, barriers, values = await self.route_from(
+            sources, dict(checkpoint.values), barriers, config
+        )
+        extra: dict[str, Any] = {}
+        if barriers:
+            extra[_algo.BARRIERS] = barriers
+        return self.save(
+            Checkpoint(
+                thread_id=checkpoint.thread_id,
+                checkpoint_id=new_id(),
+                run_id=checkpoint.run_id,
+                step=checkpoint.step + 1,
+                values=values,
+                tasks=tuple(tasks),
+                parent_id=checkpoint.checkpoint_id,
+                node=checkpoint.node,
+                extra=extra,
+                metadata={"source": "edges"},
+            )
+        )
+
+    def complete(self, checkpoint: Checkpoint, config: RunnableConfig) -> tuple[NodeOutput, Any]:
+        """The END output and the run's result (state data, or a CheckpointSaverTag)."""
+        output = self.output(END, checkpoint, config, self.state(checkpoint.values))
+        if self.config.release_thread and self.saver is not None:
+            released = self.saver.release(checkpoint.thread_id)
+            return output, CheckpointSaverTag(checkpoint.thread_id, tuple(released))
+        return output, dict(checkpoint.values)

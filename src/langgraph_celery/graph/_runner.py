@@ -1,0 +1,225 @@
+"""Calling user code for one task: the node action (or route) inside its hooks.
+
+This is where plain and async callables meet: a chain of plain hooks around a plain action runs
+as plain calls (inline, or in a thread when the step runs several tasks); as soon as anything in
+the chain is async the chain is awaited, a plain wrap hook around an async action getting a
+plain ``action`` that runs the async one on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Executor
+from typing import Any
+
+from langgraph_celery.checkpoint.base import PendingTask
+from langgraph_celery.errors import InvalidUpdateError
+from langgraph_celery.graph._algo import check_update
+from langgraph_celery.graph._callables import CallableSpec, is_async_callable
+from langgraph_celery.graph._sync import SHARED_POOL
+from langgraph_celery.graph.builder import GraphSpec, Hook
+from langgraph_celery.graph.config import RunnableConfig
+from langgraph_celery.graph.state import AgentState, apply_update
+
+__all__ = ["ASYNC_VARIANT", "TaskRunner", "clone_value"]
+
+#: A hook object may carry an async twin of itself under this attribute; it is used when the
+#: action it wraps is async (RetryPolicy's hook does, so it sleeps without blocking the loop).
+ASYNC_VARIANT = "__lgc_async_variant__"
+
+_ATOMIC = frozenset({str, int, float, bool, type(None), bytes, complex})
+
+SyncAction = Callable[[Any, RunnableConfig], Any]
+AsyncAction = Callable[[Any, RunnableConfig], Awaitable[Any]]
+
+
+def clone_value(value: Any) -> Any:
+    """A deep copy, fast for the JSON-like values state is usually made of."""
+    kind = type(value)
+    if kind in _ATOMIC:
+        return value
+    if kind is dict:
+        return {key: clone_value(item) for key, item in value.items()}
+    if kind is list:
+        return [clone_value(item) for item in value]
+    if kind is tuple:
+        return tuple(clone_value(item) for item in value)
+    if kind is set:
+        return {clone_value(item) for item in value}
+    return copy.deepcopy(value)
+
+
+async def _resolve(value: Any) -> Any:
+    while inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+class _Chain:
+    """The hooks of one node (or one route), in the order they run."""
+
+    def __init__(self, hooks: list[Hook], action: CallableSpec) -> None:
+        self.before = [hook.fn for hook in reversed(hooks) if hook.kind.startswith("before")]
+        self.after = [hook.fn for hook in reversed(hooks) if hook.kind.startswith("after")]
+        self.wrap = [hook.fn for hook in hooks if hook.kind.startswith("wrap")]
+        self.action = action
+        self.is_sync = not action.is_async and not any(map(is_async_callable, self.wrap))
+
+    def sync_call(self, node: str) -> SyncAction:
+        action = self.action
+
+        call: SyncAction = action.call
+        for hook in reversed(self.wrap):
+            call = _wrap_sync(hook, node, call)
+        return call
+
+    def async_call(self, node: str, executor: Executor | None, threaded: bool) -> AsyncAction:
+        action = self.action
+
+        async def call(state: Any, config: RunnableConfig) -> Any:
+            if action.is_async or not threaded:
+                return await _resolve(action.call(state, config))
+            loop = asyncio.get_running_loop()
+            return await _resolve(
+                await loop.run_in_executor(executor or SHARED_POOL, action.call, state, config)
+            )
+
+        inner_async: AsyncAction = call
+        for hook in reversed(self.wrap):
+            inner_async = _wrap_async(hook, node, inner_async)
+        return inner_async
+
+
+def _wrap_sync(hook: Callable[..., Any], node: str, inner: SyncAction) -> SyncAction:
+    def call(state: Any, config: RunnableConfig) -> Any:
+        return hook(node, state, config, inner)
+
+    return call
+
+
+def _wrap_async(hook: Callable[..., Any], node: str, inner: AsyncAction) -> AsyncAction:
+    variant = getattr(hook, ASYNC_VARIANT, None)
+    if variant is not None:
+        hook = variant
+    if is_async_callable(hook):
+
+        async def call_async(state: Any, config: RunnableConfig) -> Any:
+            return await _resolve(hook(node, state, config, inner))
+
+        return call_async
+
+    async def call_plain(state: Any, config: RunnableConfig) -> Any:
+        loop = asyncio.get_running_loop()
+
+        def plain_action(inner_state: Any, inner_config: RunnableConfig) -> Any:
+            future = asyncio.run_coroutine_threadsafe(
+                _resolve(inner(inner_state, inner_config)), loop
+            )
+            return future.result()
+
+        result = await loop.run_in_executor(SHARED_POOL, hook, node, state, config, plain_action)
+        return await _resolve(result)
+
+    return call_plain
+
+
+class TaskRunner:
+    """Runs node tasks and routes of one graph with their hooks, as both executors need."""
+
+    def __init__(self, spec: GraphSpec) -> None:
+        self.spec = spec
+        self._nodes = {
+            node: _Chain(self._hooks_for(node, "node"), action)
+            for node, action in spec.nodes.items()
+        }
+        self._routes = {
+            source: _Chain(self._hooks_for(source, "edge"), edge.route)
+            for source, edge in spec.conditional.items()
+        }
+
+    def _hooks_for(self, target: str, kind: str) -> list[Hook]:
+        return [
+            hook
+            for hook in self.spec.hooks
+            if hook.kind.endswith(kind) and (hook.target is None or hook.target == target)
+        ]
+
+    def make_state(self, data: Any, clone: bool) -> Any:
+        if not isinstance(data, Mapping):
+            return clone_value(data) if clone else data
+        return self.spec.state_factory(clone_value(data) if clone else data)
+
+    async def _before(self, chain: _Chain, node: str, state: Any, config: RunnableConfig) -> Any:
+        for hook in chain.before:
+            update = await _resolve(hook(node, state, config))
+            if update is None:
+                continue
+            if not isinstance(update, Mapping):
+                raise InvalidUpdateError(
+                    f"a before-call hook of {node!r} returned {type(update).__name__}; it must "
+                    "return a mapping of state updates or None"
+                )
+            data = dict(state.data if isinstance(state, AgentState) else state)
+            apply_update(self.spec.schema, data, update)
+            state = self.spec.state_factory(data)
+        return state
+
+    async def _run(
+        self,
+        chain: _Chain,
+        node: str,
+        state: Any,
+        config: RunnableConfig,
+        executor: Executor | None,
+        threaded: bool,
+    ) -> Any:
+        if chain.before:
+            state = await self._before(chain, node, state, config)
+        if chain.is_sync:
+            call = chain.sync_call(node)
+            if threaded:
+                loop = asyncio.get_running_loop()
+                result = await loop.run_in_executor(executor or SHARED_POOL, call, state, config)
+            else:
+                result = call(state, config)
+            result = await _resolve(result)
+        else:
+            result = await chain.async_call(node, executor, threaded)(state, config)
+        for hook in chain.after:
+            result = await _resolve(hook(node, state, config, result))
+        return result
+
+    async def run_task(
+        self,
+        task: PendingTask,
+        values: Mapping[str, Any],
+        config: RunnableConfig,
+        *,
+        threaded: bool = False,
+    ) -> dict[str, Any] | None:
+        """Run one node task; returns its update (checked) or raises what the node raised."""
+        node = task.node
+        state = self.make_state(task.arg if task.has_arg else values, config.clone_state)
+        node_config = config._for_runtime(node_id=node)
+        executor = config.parallel_executors.get(node)
+        result = await self._run(
+            self._nodes[node], node, state, node_config, executor, threaded or executor is not None
+        )
+        return check_update(node, result)
+
+    async def run_route(
+        self, source: str, values: Mapping[str, Any], config: RunnableConfig
+    ) -> Any:
+        """Call the conditional edge leaving ``source`` with the merged state."""
+        state = self.spec.state_factory(values)
+        return await self._run(
+            self._routes[source], source, state, config._for_runtime(node_id=source), None, False
+        )
+
+    def interruptible(self, node: str) -> Any:
+        """The node's action if it implements ``InterruptibleAction``, else ``None``."""
+        fn = self.spec.nodes[node].fn
+        return fn if callable(getattr(fn, "interrupt", None)) else None

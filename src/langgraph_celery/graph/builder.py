@@ -1,0 +1,311 @@
+"""The graph builder: :class:`StateGraph` collects nodes, edges and hooks; ``compile()`` checks
+them and returns a :class:`CompiledGraph`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from langgraph_celery.errors import GraphDefinitionError
+from langgraph_celery.graph._callables import CallableSpec
+from langgraph_celery.graph.config import CompileConfig
+from langgraph_celery.graph.state import AgentState, Channel
+from langgraph_celery.graph.types import END, START
+
+if TYPE_CHECKING:
+    from langgraph_celery.graph.compiled import CompiledGraph
+
+__all__ = ["ConditionalEdge", "GraphSpec", "Hook", "Join", "StateGraph"]
+
+_HOOK_KINDS = ("before_node", "after_node", "wrap_node", "before_edge", "after_edge", "wrap_edge")
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A registered hook: ``target`` is a node id (or edge source), or ``None`` for all."""
+
+    kind: str
+    fn: Callable[..., Any]
+    target: str | None
+
+
+@dataclass(frozen=True)
+class ConditionalEdge:
+    source: str
+    route: CallableSpec
+    mapping: Mapping[Hashable, str] | None
+
+
+@dataclass(frozen=True)
+class Join:
+    """``add_edge([a, b], c)``: ``c`` runs once every source has run."""
+
+    sources: tuple[str, ...]
+    target: str
+
+    @property
+    def key(self) -> str:
+        return f"{'+'.join(self.sources)}->{self.target}"
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """A validated, immutable graph definition (what ``compile()`` freezes)."""
+
+    schema: Mapping[str, Channel]
+    state_factory: Callable[[Mapping[str, Any]], AgentState]
+    nodes: Mapping[str, CallableSpec]
+    edges: Mapping[str, tuple[str, ...]]
+    conditional: Mapping[str, ConditionalEdge]
+    joins: tuple[Join, ...]
+    hooks: tuple[Hook, ...]
+
+    def node_index(self) -> dict[str, int]:
+        return {node: index for index, node in enumerate(self.nodes)}
+
+
+class StateGraph:
+    """Builds a graph of nodes over a shared state.
+
+    ``schema`` maps state keys to :class:`Channel` (keys not in it are overwritten by updates);
+    ``state_factory`` builds what nodes receive from the state's data.
+    """
+
+    def __init__(
+        self,
+        schema: Mapping[str, Channel] | None = None,
+        state_factory: Callable[[Mapping[str, Any]], AgentState] = AgentState,
+    ) -> None:
+        schema = dict(schema or {})
+        for key, channel in schema.items():
+            if not isinstance(channel, Channel):
+                raise GraphDefinitionError(
+                    f"schema key {key!r} maps to {type(channel).__name__}, not a Channel; use "
+                    "Channel(reducer, default) or Channels.appender()"
+                )
+        if not callable(state_factory):
+            raise GraphDefinitionError("state_factory must be callable, e.g. AgentState")
+        self._schema: dict[str, Channel] = schema
+        self._state_factory = state_factory
+        self._nodes: dict[str, CallableSpec] = {}
+        self._edges: dict[str, list[str]] = {}
+        self._conditional: dict[str, ConditionalEdge] = {}
+        self._joins: list[Join] = []
+        self._hooks: list[Hook] = []
+        self._problems: list[str] = []
+
+    # -- nodes and edges ----------------------------------------------------------------------
+
+    def add_node(self, id: str, action: Callable[..., Any]) -> StateGraph:
+        """Add a node running ``action(state)`` or ``action(state, config)``."""
+        if not isinstance(id, str) or not id:
+            self._problems.append(f"node id must be a non-empty string, got {id!r}")
+        elif id in (START, END):
+            self._problems.append(f"node id {id!r} is reserved; choose another name")
+        elif id in self._nodes:
+            self._problems.append(f"node {id!r} is added twice; node ids must be unique")
+        elif not callable(action):
+            self._problems.append(
+                f"node {id!r}: action must be callable, got {type(action).__name__}"
+            )
+        else:
+            self._nodes[id] = CallableSpec.of(action)
+        return self
+
+    def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
+        """Go from ``source`` to ``target``; several edges from one source fan out, and a list of
+        sources makes ``target`` wait until all of them have run."""
+        if isinstance(source, str):
+            self._edges.setdefault(source, [])
+            if target in self._edges[source]:
+                self._problems.append(f"edge {source!r} -> {target!r} is added twice")
+            else:
+                self._edges[source].append(target)
+            return self
+        sources = tuple(source)
+        if not sources or not all(isinstance(s, str) for s in sources):
+            self._problems.append(f"add_edge sources must be node ids, got {source!r}")
+        elif len(sources) == 1:
+            return self.add_edge(sources[0], target)
+        else:
+            self._joins.append(Join(sources, target))
+        return self
+
+    def add_conditional_edges(
+        self,
+        source: str,
+        route: Callable[..., Any],
+        mapping: Mapping[Hashable, str] | Sequence[str] | None = None,
+    ) -> StateGraph:
+        """After ``source``, call ``route(state[, config])`` to pick where to go; ``mapping`` maps
+        its labels to node ids or ``END`` (``None``: labels are node ids)."""
+        if not callable(route):
+            self._problems.append(f"conditional edge from {source!r}: route must be callable")
+            return self
+        if source in self._conditional:
+            self._problems.append(f"node {source!r} has two conditional edges; merge the routes")
+            return self
+        if mapping is not None and not isinstance(mapping, Mapping):
+            mapping = {label: label for label in mapping}
+        self._conditional[source] = ConditionalEdge(
+            source, CallableSpec.of(route), dict(mapping) if mapping is not None else None
+        )
+        return self
+
+    # -- hooks --------------------------------------------------------------------------------
+
+    def _add_hook(self, kind: str, node_or_hook: Any, hook: Any) -> StateGraph:
+        target: str | None
+        if hook is None:
+            target, fn = None, node_or_hook
+        else:
+            target, fn = node_or_hook, hook
+            if not isinstance(target, str):
+                raise TypeError(f"{kind} hook target must be a node id, got {target!r}")
+        if not callable(fn):
+            raise TypeError(f"{kind} hook must be callable, got {type(fn).__name__}")
+        self._hooks.append(Hook(kind, fn, target))
+        return self
+
+    def add_before_call_node_hook(self, node_or_hook: Any, hook: Any = None) -> StateGraph:
+        """``hook(node_id, state, config)`` before a node; may return an update it sees."""
+        return self._add_hook("before_node", node_or_hook, hook)
+
+    def add_after_call_node_hook(self, node_or_hook: Any, hook: Any = None) -> StateGraph:
+        """``hook(node_id, state, config, result)`` after a node; returns the result used."""
+        return self._add_hook("after_node", node_or_hook, hook)
+
+    def add_wrap_call_node_hook(self, node_or_hook: Any, hook: Any = None) -> StateGraph:
+        """``hook(node_id, state, config, action)`` around a node; calls ``action`` or not."""
+        return self._add_hook("wrap_node", node_or_hook, hook)
+
+    def add_before_call_edge_hook(self, source_or_hook: Any, hook: Any = None) -> StateGraph:
+        """``hook(source_id, state, config)`` before a route; may return an update it sees."""
+        return self._add_hook("before_edge", source_or_hook, hook)
+
+    def add_after_call_edge_hook(self, source_or_hook: Any, hook: Any = None) -> StateGraph:
+        """``hook(source_id, state, config, result)`` after a route; returns the result used."""
+        return self._add_hook("after_edge", source_or_hook, hook)
+
+    def add_wrap_call_edge_hook(self, source_or_hook: Any, hook: Any = None) -> StateGraph:
+        """``hook(source_id, state, config, action)`` around a route."""
+        return self._add_hook("wrap_edge", source_or_hook, hook)
+
+    # -- compile ------------------------------------------------------------------------------
+
+    def compile(self, config: CompileConfig | None = None) -> CompiledGraph:
+        """Check the graph and freeze it; raises :class:`GraphDefinitionError` naming the
+        culprit."""
+        from langgraph_celery.graph.compiled import CompiledGraph
+
+        config = config if config is not None else CompileConfig()
+        if not isinstance(config, CompileConfig):
+            raise TypeError(f"compile() takes a CompileConfig, got {type(config).__name__}")
+        spec = self._freeze()
+        _validate(spec, self._problems, config)
+        return CompiledGraph(spec, config)
+
+    def _freeze(self) -> GraphSpec:
+        return GraphSpec(
+            schema=dict(self._schema),
+            state_factory=self._state_factory,
+            nodes=dict(self._nodes),
+            edges={source: tuple(targets) for source, targets in self._edges.items()},
+            conditional=dict(self._conditional),
+            joins=tuple(self._joins),
+            hooks=tuple(self._hooks),
+        )
+
+
+def _validate(spec: GraphSpec, problems: Sequence[str], config: CompileConfig) -> None:
+    if problems:
+        raise GraphDefinitionError(problems[0])
+    nodes = spec.nodes
+    if START not in spec.edges and START not in spec.conditional:
+        raise GraphDefinitionError(
+            "the graph has no edge from START; add add_edge(START, '<first node>') or a "
+            "conditional entry point"
+        )
+    known_sources = set(nodes) | {START}
+    known_targets = set(nodes) | {END}
+    for source, targets in spec.edges.items():
+        if source == END:
+            raise GraphDefinitionError("an edge leaves END; END is terminal")
+        if source not in known_sources:
+            raise GraphDefinitionError(f"edge from unknown node {source!r}; add_node it first")
+        for target in targets:
+            if target not in known_targets:
+                raise GraphDefinitionError(
+                    f"edge {source!r} -> {target!r} goes to unknown node {target!r}"
+                )
+    for join in spec.joins:
+        for source in join.sources:
+            if source not in nodes:
+                raise GraphDefinitionError(f"join {join.key!r} waits on unknown node {source!r}")
+        if join.target not in known_targets:
+            raise GraphDefinitionError(f"join {join.key!r} goes to unknown node {join.target!r}")
+    for source, edge in spec.conditional.items():
+        if source not in known_sources:
+            raise GraphDefinitionError(
+                f"conditional edge from unknown node {source!r}; add_node it first"
+            )
+        if source in spec.edges:
+            raise GraphDefinitionError(
+                f"node {source!r} has both a plain and a conditional edge; use one of them"
+            )
+        for label, target in (edge.mapping or {}).items():
+            if target not in known_targets:
+                raise GraphDefinitionError(
+                    f"conditional edge from {source!r} maps label {label!r} to unknown node "
+                    f"{target!r}"
+                )
+    join_sources = {source for join in spec.joins for source in join.sources}
+    for node in nodes:
+        if node not in spec.edges and node not in spec.conditional and node not in join_sources:
+            raise GraphDefinitionError(
+                f"node {node!r} has no outgoing edge; add add_edge({node!r}, END) or another edge"
+            )
+    reachable = _reachable(spec)
+    for node in nodes:
+        if node not in reachable:
+            raise GraphDefinitionError(f"node {node!r} is unreachable from START")
+    for name, ids in (
+        ("interrupt_before", config.interrupt_before),
+        ("interrupt_after", config.interrupt_after),
+    ):
+        for node in ids:
+            if node not in nodes:
+                raise GraphDefinitionError(f"{name} names unknown node {node!r}")
+    if (config.interrupt_before or config.interrupt_after) and config.checkpoint_saver is None:
+        raise GraphDefinitionError(
+            "interrupts need a checkpoint saver to resume from; pass "
+            "CompileConfig(checkpoint_saver=MemorySaver()) or another saver"
+        )
+    for hook in spec.hooks:
+        kinds = ("before_node", "after_node", "wrap_node")
+        if hook.target is not None and hook.kind in kinds and hook.target not in nodes:
+            raise GraphDefinitionError(f"a {hook.kind} hook names unknown node {hook.target!r}")
+
+
+def _successors(spec: GraphSpec, node: str) -> set[str]:
+    found = set(spec.edges.get(node, ()))
+    edge = spec.conditional.get(node)
+    if edge is not None:
+        found |= set(edge.mapping.values()) if edge.mapping is not None else set(spec.nodes)
+    for join in spec.joins:
+        if node in join.sources:
+            found.add(join.target)
+    return found
+
+
+def _reachable(spec: GraphSpec) -> set[str]:
+    seen: set[str] = set()
+    frontier = [START]
+    while frontier:
+        node = frontier.pop()
+        for successor in _successors(spec, node):
+            if successor not in seen and successor != END:
+                seen.add(successor)
+                frontier.append(successor)
+    return seen

@@ -1,0 +1,167 @@
+"""Frozen configuration: how a graph is compiled and how one invocation runs."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from langgraph_celery.graph.types import StreamMode
+
+if TYPE_CHECKING:
+    from langgraph_celery.checkpoint.base import BaseCheckpointSaver
+
+__all__ = ["RESERVED_METADATA_KEYS", "CompileConfig", "RunnableConfig"]
+
+#: Metadata keys the runtime owns; ``put_metadata``/``add_metadata`` refuse them.
+RESERVED_METADATA_KEYS = frozenset({"graph_id", "node_id", "node_path", "thread_id", "run_id"})
+
+
+def _check_limit(name: str, value: int | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value <= 0:
+        raise ValueError(f"{name} must be greater than 0, got {value}")
+
+
+def _names(name: str, value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, str):
+            raise TypeError(f"{name} takes node ids (str), got {item!r}")
+    return items
+
+
+@dataclass(frozen=True)
+class CompileConfig:
+    """How a graph is compiled: checkpoints, interruptions, limits and where nodes run."""
+
+    checkpoint_saver: BaseCheckpointSaver | None = None
+    interrupt_before: tuple[str, ...] = ()
+    interrupt_after: tuple[str, ...] = ()
+    interrupt_before_edge: bool = False
+    recursion_limit: int = 25
+    release_thread: bool = False
+    graph_id: str | None = None
+    executor: Any = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "interrupt_before", _names("interrupt_before", self.interrupt_before)
+        )
+        object.__setattr__(self, "interrupt_after", _names("interrupt_after", self.interrupt_after))
+        _check_limit("recursion_limit", self.recursion_limit)
+        if self.graph_id is not None and (not isinstance(self.graph_id, str) or not self.graph_id):
+            raise ValueError(f"graph_id must be a non-empty string, got {self.graph_id!r}")
+
+
+def _check_metadata_key(key: str) -> None:
+    if not isinstance(key, str):
+        raise TypeError(f"metadata keys are strings, got {type(key).__name__}")
+    if key in RESERVED_METADATA_KEYS:
+        raise ValueError(
+            f"metadata key {key!r} is reserved for the runtime (read it from the config's "
+            f"attribute instead); reserved keys: {sorted(RESERVED_METADATA_KEYS)}"
+        )
+
+
+@dataclass(frozen=True)
+class RunnableConfig:
+    """How one invocation runs; nodes and routes receive it with the runtime fields set."""
+
+    thread_id: str | None = None
+    checkpoint_id: str | None = None
+    next_node: str | None = None
+    stream_mode: StreamMode = StreamMode.VALUES
+    recursion_limit: int | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    parallel_executors: Mapping[str, Executor] = field(default_factory=dict)
+    clone_state: bool = True
+    _graph_id: str | None = field(default=None, repr=False, compare=False)
+    _node_id: str | None = field(default=None, repr=False, compare=False)
+    _node_path: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    _run_id: str | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_limit("recursion_limit", self.recursion_limit)
+        if not isinstance(self.stream_mode, StreamMode):
+            object.__setattr__(self, "stream_mode", StreamMode(self.stream_mode))
+        if self.thread_id is not None and not isinstance(self.thread_id, str):
+            raise TypeError(f"thread_id must be a string, got {type(self.thread_id).__name__}")
+        if not isinstance(self.metadata, MappingProxyType):
+            for key in self.metadata:
+                _check_metadata_key(key)
+            object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
+        if not isinstance(self.parallel_executors, MappingProxyType):
+            object.__setattr__(
+                self, "parallel_executors", MappingProxyType(dict(self.parallel_executors))
+            )
+
+    @property
+    def graph_id(self) -> str | None:
+        """The compiled graph's id, set by the runtime."""
+        return self._graph_id
+
+    @property
+    def node_id(self) -> str | None:
+        """The node (or, in a route, the edge's source) being run, set by the runtime."""
+        return self._node_id
+
+    @property
+    def node_path(self) -> tuple[str, ...]:
+        """The path of the node being run within the graph, set by the runtime."""
+        return self._node_path
+
+    @property
+    def run_id(self) -> str | None:
+        """The id of the run being executed, set by the runtime."""
+        return self._run_id
+
+    def put_metadata(self, key: str, value: Any) -> RunnableConfig:
+        """A copy with ``key`` set (added or replaced)."""
+        _check_metadata_key(key)
+        return self._replace(metadata={**self.metadata, key: value})
+
+    def add_metadata(self, key: str, value: Any) -> RunnableConfig:
+        """A copy with ``key`` added; ``ValueError`` if it is already there."""
+        _check_metadata_key(key)
+        if key in self.metadata:
+            raise ValueError(f"metadata key {key!r} already exists; use put_metadata to replace")
+        return self._replace(metadata={**self.metadata, key: value})
+
+    def _replace(self, **changes: Any) -> RunnableConfig:
+        return dataclasses.replace(self, **changes)
+
+    def with_changes(self, **changes: Any) -> RunnableConfig:
+        """A copy with public fields changed (``thread_id=...``, ``checkpoint_id=...``)."""
+        for name in changes:
+            if name.startswith("_"):
+                raise ValueError(f"{name} is set by the runtime")
+        return self._replace(**changes)
+
+    def _for_runtime(
+        self,
+        *,
+        graph_id: str | None = None,
+        node_id: str | None = None,
+        run_id: str | None = None,
+        checkpoint_id: str | None = None,
+    ) -> RunnableConfig:
+        copy = (
+            self._replace() if checkpoint_id is None else self._replace(checkpoint_id=checkpoint_id)
+        )
+        if graph_id is not None:
+            object.__setattr__(copy, "_graph_id", graph_id)
+        if run_id is not None:
+            object.__setattr__(copy, "_run_id", run_id)
+        if node_id is not None:
+            object.__setattr__(copy, "_node_id", node_id)
+            object.__setattr__(copy, "_node_path", (*self._node_path, node_id))
+        return copy

@@ -1,0 +1,154 @@
+"""RetryPolicy: retry a node's transient failures with exponential backoff and jitter.
+
+In process it is a wrap hook (``policy.as_hook()``); on Celery the executor finds it on the node
+and turns it into Celery retries with the same delays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from langgraph_celery.graph._runner import ASYNC_VARIANT
+from langgraph_celery.graph.types import GraphInterrupt
+
+__all__ = ["RetryPolicy"]
+
+RetryOn = type[BaseException] | Callable[[BaseException], bool]
+
+
+def _seconds(name: str, value: float | timedelta) -> float:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+        raise ValueError(f"{name} must be a non-negative number of seconds or a timedelta")
+    return float(seconds)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retry on the exceptions (classes and/or predicates, OR-combined) in ``retry_on``.
+
+    ``max_attempts`` counts the first call; attempt ``k+1`` waits
+    ``min(retry_delay * backoff_factor**(k-1), max_interval)`` plus, with jitter, a random amount
+    between zero and that.
+    """
+
+    retry_on: tuple[RetryOn, ...]
+    max_attempts: int = 3
+    retry_delay: float = 0.5
+    backoff_factor: float = 2.0
+    max_interval: float = 128.0
+    jitter: bool = True
+    _random: random.Random = field(default_factory=random.Random, repr=False, compare=False)
+
+    def __init__(
+        self,
+        retry_on: RetryOn | Iterable[RetryOn] | None = None,
+        max_attempts: int = 3,
+        retry_delay: float | timedelta = 0.5,
+        backoff_factor: float = 2.0,
+        max_interval: float | timedelta = 128.0,
+        jitter: bool = True,
+    ) -> None:
+        if retry_on is None:
+            raise ValueError(
+                "RetryPolicy needs retry_on: the exception classes and/or predicates to retry on"
+            )
+        items = (
+            (retry_on,)
+            if isinstance(retry_on, type) or not isinstance(retry_on, Iterable)
+            else tuple(retry_on)
+        )
+        if not items:
+            raise ValueError("RetryPolicy retry_on is empty; name at least one exception class")
+        for item in items:
+            if isinstance(item, type):
+                if not issubclass(item, BaseException):
+                    raise ValueError(f"retry_on class {item.__name__} is not an exception class")
+            elif not callable(item):
+                raise ValueError(f"retry_on takes exception classes or predicates, got {item!r}")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
+        if not isinstance(backoff_factor, int | float) or backoff_factor < 1:
+            raise ValueError(f"backoff_factor must be >= 1, got {backoff_factor!r}")
+        object.__setattr__(self, "retry_on", items)
+        object.__setattr__(self, "max_attempts", max_attempts)
+        object.__setattr__(self, "retry_delay", _seconds("retry_delay", retry_delay))
+        object.__setattr__(self, "backoff_factor", float(backoff_factor))
+        object.__setattr__(self, "max_interval", _seconds("max_interval", max_interval))
+        object.__setattr__(self, "jitter", bool(jitter))
+        object.__setattr__(self, "_random", random.Random())
+
+    def should_retry(self, error: BaseException) -> bool:
+        """Whether ``error`` is one this policy retries (never an interruption)."""
+        if isinstance(error, GraphInterrupt):
+            return False
+        for item in self.retry_on:
+            if isinstance(item, type):
+                if isinstance(error, item):
+                    return True
+            elif item(error):
+                return True
+        return False
+
+    def base_delay(self, attempt: int) -> float:
+        """The delay before attempt ``attempt + 1`` (``attempt`` >= 1 failed ones), no jitter."""
+        return min(self.retry_delay * self.backoff_factor ** (attempt - 1), self.max_interval)
+
+    def delay(self, attempt: int) -> float:
+        """The delay before attempt ``attempt + 1``, with jitter when enabled."""
+        base = self.base_delay(attempt)
+        return base + self._random.uniform(0, base) if self.jitter else base
+
+    def to_data(self) -> dict[str, Any]:
+        """The timing as plain data (what a Celery task needs to schedule its retries)."""
+        return {
+            "max_attempts": self.max_attempts,
+            "retry_delay": self.retry_delay,
+            "backoff_factor": self.backoff_factor,
+            "max_interval": self.max_interval,
+            "jitter": self.jitter,
+        }
+
+    def as_hook(self) -> _RetryHook:
+        """A wrap-call node hook that applies this policy."""
+        return _RetryHook(self)
+
+
+class _RetryHook:
+    """The wrap hook of a :class:`RetryPolicy`; plain, with an async twin for async nodes."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        setattr(self, ASYNC_VARIANT, self._async_call)
+
+    def __call__(
+        self, node_id: str, state: Any, config: Any, action: Callable[[Any, Any], Any]
+    ) -> Any:
+        attempt = 1
+        while True:
+            try:
+                return action(state, config)
+            except Exception as error:
+                if attempt >= self.policy.max_attempts or not self.policy.should_retry(error):
+                    raise
+                time.sleep(self.policy.delay(attempt))
+                attempt += 1
+
+    async def _async_call(
+        self, node_id: str, state: Any, config: Any, action: Callable[[Any, Any], Any]
+    ) -> Any:
+        attempt = 1
+        while True:
+            try:
+                return await action(state, config)
+            except Exception as error:
+                if attempt >= self.policy.max_attempts or not self.policy.should_retry(error):
+                    raise
+                await asyncio.sleep(self.policy.delay(attempt))
+                attempt += 1

@@ -1,0 +1,192 @@
+"""State, channels and reducers.
+
+State is a mapping of keys to values.  A key with a :class:`Channel` in the graph's schema is
+merged with that channel's reducer; every other key is overwritten by an update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Final
+
+from langgraph_celery.serde import _register_builtin, _register_builtin_constant
+
+__all__ = [
+    "MARK_FOR_REMOVAL",
+    "AgentState",
+    "Channel",
+    "Channels",
+    "Reducer",
+    "RemoveByHash",
+    "ReplaceAllWith",
+]
+
+Reducer = Callable[[Any, Any], Any]
+
+
+class _MarkForRemoval:
+    """The type of :data:`MARK_FOR_REMOVAL`; a single instance exists."""
+
+    _instance: _MarkForRemoval | None = None
+
+    def __new__(cls) -> _MarkForRemoval:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "MARK_FOR_REMOVAL"
+
+    def __reduce__(self) -> str:
+        return "MARK_FOR_REMOVAL"
+
+
+#: An update value that deletes its key from the state.
+MARK_FOR_REMOVAL: Final = _MarkForRemoval()
+
+
+@dataclass(frozen=True)
+class RemoveByHash:
+    """In an update of an appender channel: remove the first element equal to ``value``."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class ReplaceAllWith:
+    """In an update of an appender channel: replace the whole list with ``values``."""
+
+    values: list[Any]
+
+    def __init__(self, values: Any) -> None:
+        object.__setattr__(self, "values", list(values))
+
+
+_register_builtin(RemoveByHash, "RemoveByHash")
+_register_builtin(ReplaceAllWith, "ReplaceAllWith")
+_register_builtin_constant(MARK_FOR_REMOVAL, "MARK_FOR_REMOVAL")
+
+
+class Channel:
+    """How one state key is updated: ``reducer(old, new)`` and the value it starts with.
+
+    ``default`` is a zero-argument callable (like ``list``) or a plain value; without a reducer
+    an update overwrites the key.
+    """
+
+    __slots__ = ("_default", "reducer")
+
+    def __init__(self, reducer: Reducer | None = None, default: Any = None) -> None:
+        if reducer is not None and not callable(reducer):
+            raise TypeError(f"Channel reducer must be callable, got {type(reducer).__name__}")
+        self.reducer = reducer
+        self._default = default
+
+    def default(self) -> Any:
+        """The value the key starts with (``None`` when the channel has no default)."""
+        return self._default() if callable(self._default) else self._default
+
+    @property
+    def has_default(self) -> bool:
+        return self._default is not None
+
+    def update(self, old: Any, new: Any) -> Any:
+        if self.reducer is None:
+            return new
+        return self.reducer(old, new)
+
+    def __repr__(self) -> str:
+        return f"Channel(reducer={self.reducer!r}, default={self._default!r})"
+
+
+def _append(old: Any, new: Any) -> list[Any]:
+    result = list(old) if old is not None else []
+    if isinstance(new, ReplaceAllWith):
+        return list(new.values)
+    items = new if isinstance(new, list) else [new]
+    appends: list[Any] = []
+    for item in items:
+        if isinstance(item, ReplaceAllWith):
+            result = list(item.values)
+        elif isinstance(item, RemoveByHash):
+            for index, element in enumerate(result):
+                if element == item.value:
+                    del result[index]
+                    break
+        else:
+            appends.append(item)
+    result.extend(appends)
+    return result
+
+
+class _AppenderChannel(Channel):
+    __slots__ = ()
+
+    def __init__(self, default: Callable[[], list[Any]]) -> None:
+        super().__init__(_append, default)
+
+
+class Channels:
+    """Factories of the built-in channels."""
+
+    @staticmethod
+    def appender(default: Callable[[], list[Any]] = list) -> Channel:
+        """A list that accumulates: a list update is appended element by element, a single value
+        is appended; :class:`RemoveByHash` and :class:`ReplaceAllWith` in an update remove or
+        replace (removals apply before that update's appends)."""
+        return _AppenderChannel(default)
+
+
+class AgentState(Mapping[str, Any]):
+    """The state a node sees: a read-only mapping with ``value(key, default)``.
+
+    Subclass it (and pass ``state_factory=MyState``) to add typed accessors.
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        self._data: dict[str, Any] = dict(data) if data is not None else {}
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        """The state's data as a read-only mapping."""
+        return MappingProxyType(self._data)
+
+    def value(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._data!r})"
+
+
+def initial_values(schema: Mapping[str, Channel]) -> dict[str, Any]:
+    """The defaults of the schema's channels that have one."""
+    return {key: channel.default() for key, channel in schema.items() if channel.has_default}
+
+
+def apply_update(
+    schema: Mapping[str, Channel], values: dict[str, Any], update: Mapping[str, Any]
+) -> None:
+    """Merge one update into ``values`` in place, through the schema's reducers."""
+    for key, new in update.items():
+        if new is MARK_FOR_REMOVAL:
+            values.pop(key, None)
+            continue
+        channel = schema.get(key)
+        if channel is None or channel.reducer is None:
+            values[key] = new
+        else:
+            old = values[key] if key in values else channel.default()
+            values[key] = channel.reducer(old, new)

@@ -1,0 +1,509 @@
+"""JSON serialization of graph state with an explicit type allowlist (never pickle).
+
+``dumps``/``loads`` give JSON text; ``to_jsonable``/``from_jsonable`` give the same data as JSON
+compatible structures (for Celery messages).  ``None``, ``bool``, ``int``, ``float``, ``str``,
+``list`` and ``dict`` with ``str`` keys are stored as themselves; other allowed values become
+``{"__lgc__": KIND, "v": PAYLOAD}`` (plus ``"t": NAME`` for registered kinds):
+
+* ``tuple``, ``set``, ``frozenset``: list of encoded items; ``bytes``, ``bytearray``: base64;
+* ``datetime``, ``time``: ``isoformat()``, except that a ``zoneinfo.ZoneInfo`` tz is stored as the
+  wall time plus ``"tz": key``; ``"fold": 1`` when set.  ``date``: ``isoformat()``;
+* ``timedelta``: ``[days, seconds, microseconds]``; ``uuid``, ``decimal``: ``str(value)``;
+* ``float``: ``"nan"``, ``"inf"`` or ``"-inf"`` (non-finite floats are encoded, not refused);
+* ``dict``: ``[[key, value], ...]`` for a dict with a non-str key or an ``"__lgc__"`` key;
+* ``enum``: the encoded value; ``dataclass``: ``{field: encoded value}`` for every field (init
+  fields go to ``cls(**fields)``, the others are set afterwards); ``model``: the encoded
+  ``model_dump(mode="python", by_alias=True, round_trip=True)`` minus computed fields, rebuilt
+  with ``model_validate`` (so an Enum member inside a dump must be registered too);
+* ``const``: no payload; ``"t"`` names a library constant, decoded to that very object.
+
+Types are exact: subclasses of built-in types (``numpy.float64``, ``OrderedDict``...) are refused
+rather than silently turned into their base.  Enum, dataclass and pydantic classes must be
+registered under ``f"{cls.__module__}.{cls.__qualname__}"``; a tag naming anything else is
+refused, nothing named in the data is ever imported.  Errors name the key path, e.g.
+``messages[3].meta.x`` (identifier keys after a dot, other keys as ``[repr]``, ``{...}`` for a set
+element).
+
+Library hooks, called by :mod:`langgraph_celery.graph.state` when it is imported (``loads``
+imports that fixed module itself when a tag names an unknown type):
+
+* ``_register_builtin(cls: type, name: str) -> None``: allow the Enum/dataclass/pydantic ``cls``
+  in every serializer, tagged with ``"t": name``.
+* ``_register_builtin_constant(obj: object, name: str) -> None``: encode ``obj`` by identity as
+  ``{"__lgc__": "const", "t": name}``, decoded back to the very same object.
+
+For speed, containers that need no change are reused: ``to_jsonable`` and ``from_jsonable`` may
+return (parts of) their argument, so treat both results as read-only.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import importlib
+import json
+import reprlib
+from collections.abc import Callable, Iterable
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from enum import Enum
+from math import isfinite
+from typing import Any, Protocol, TypeVar, runtime_checkable
+from uuid import UUID
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel
+
+from langgraph_celery.errors import SerializationError
+
+__all__ = ["JsonSerializer", "Serializer"]
+
+_T = TypeVar("_T", bound=type)
+_TAG = "__lgc__"
+_SCALARS = frozenset({str, int, bool, type(None)})
+_SET_ITEM = object()  # path segment for an element of a set
+_MISSING = object()
+_STATE_MODULE = "langgraph_celery.graph.state"
+
+_BUILTIN_TYPES: dict[str, type] = {}
+_BUILTIN_NAMES: dict[type, str] = {}
+_BUILTIN_CONSTANTS: dict[str, object] = {}
+_BUILTIN_CONSTANT_NAMES: dict[int, str] = {}
+_builtins_loaded = False
+
+
+@runtime_checkable
+class Serializer(Protocol):
+    """What a checkpoint saver needs: values to text and back."""
+
+    def dumps(self, obj: Any) -> str: ...
+
+    def loads(self, data: str) -> Any: ...
+
+
+def _kind(cls: object) -> str | None:
+    if not isinstance(cls, type):
+        return None
+    if issubclass(cls, Enum):
+        return "enum"
+    if issubclass(cls, BaseModel):
+        return "model"
+    return "dataclass" if dataclasses.is_dataclass(cls) else None
+
+
+def _register_builtin(cls: type, name: str) -> None:
+    """Allow ``cls`` (Enum, dataclass or pydantic model) in every serializer, tagged ``name``."""
+    if _kind(cls) is None:
+        raise TypeError(f"cannot register {cls!r}: not an Enum, dataclass or pydantic model")
+    _BUILTIN_TYPES[name] = cls
+    _BUILTIN_NAMES[cls] = name
+
+
+def _register_builtin_constant(obj: object, name: str) -> None:
+    """Encode ``obj`` by identity as constant ``name``; decoding returns that same object."""
+    _BUILTIN_CONSTANTS[name] = obj
+    _BUILTIN_CONSTANT_NAMES[id(obj)] = name
+
+
+def _load_builtins() -> None:
+    global _builtins_loaded
+    if not _builtins_loaded:
+        _builtins_loaded = True
+        try:
+            importlib.import_module(_STATE_MODULE)  # a fixed name, never one from the data
+        except ModuleNotFoundError as exc:
+            if exc.name not in ("langgraph_celery.graph", _STATE_MODULE):
+                raise
+
+
+class _Fail(Exception):
+    """Internal: carries the failing object (or reason) while the path is collected."""
+
+    def __init__(self, obj: object = None, reason: str = "") -> None:
+        super().__init__(reason)
+        self.obj = obj
+        self.reason = reason
+        self.path: list[object] = []  # innermost segment first
+
+
+def _type_name(t: type) -> str:
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _render_path(path: list[object]) -> str:
+    parts = []
+    for seg in path:
+        if seg is _SET_ITEM:
+            parts.append("{...}")
+        elif type(seg) is str and seg.isidentifier():
+            parts.append("." + seg)
+        else:
+            parts.append(f"[{reprlib.repr(seg)}]")
+    return "".join(parts).removeprefix(".")
+
+
+def _enc_moment(x: datetime | time) -> dict[str, Any]:
+    tz = x.tzinfo
+    zone = tz.key if type(tz) is ZoneInfo else None
+    out: dict[str, Any] = {
+        _TAG: "datetime" if type(x) is datetime else "time",
+        "v": (x.replace(tzinfo=None) if zone else x).isoformat(),
+    }
+    if zone:
+        out["tz"] = zone
+    if x.fold:
+        out["fold"] = 1
+    return out
+
+
+def _b64(x: bytes | bytearray) -> dict[str, Any]:
+    return {_TAG: type(x).__name__, "v": base64.b64encode(x).decode("ascii")}
+
+
+_LEAF_ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
+    bytes: _b64,
+    bytearray: _b64,
+    datetime: _enc_moment,
+    time: _enc_moment,
+    date: lambda x: {_TAG: "date", "v": x.isoformat()},
+    timedelta: lambda x: {_TAG: "timedelta", "v": [x.days, x.seconds, x.microseconds]},
+    UUID: lambda x: {_TAG: "uuid", "v": str(x)},
+    Decimal: lambda x: {_TAG: "decimal", "v": str(x)},
+    float: lambda x: {_TAG: "float", "v": repr(x)},  # only reached for nan / inf / -inf
+}
+
+
+def _need(v: Any, typ: type) -> Any:
+    if type(v) is not typ:
+        raise TypeError(f"expected {typ.__name__}, got {type(v).__name__}")
+    return v
+
+
+def _pair(p: Any) -> tuple[Any, Any]:
+    if type(p) is not list or len(p) != 2:
+        raise ValueError(f"expected a [key, value] pair, got {p!r}")
+    return p[0], p[1]
+
+
+def _dec_moment(x: dict[str, Any], cls: type[datetime] | type[time]) -> Any:
+    value: Any = cls.fromisoformat(_need(x.get("v"), str))
+    if "tz" in x:
+        value = value.replace(tzinfo=ZoneInfo(_need(x["tz"], str)))
+    return value.replace(fold=1) if x.get("fold") == 1 else value
+
+
+def _dec_float(v: Any) -> float:
+    if v not in ("nan", "inf", "-inf"):
+        raise ValueError(f"not a non-finite float: {v!r}")
+    return float(v)
+
+
+def _dec_timedelta(v: Any) -> timedelta:
+    days, seconds, micros = (_need(n, int) for n in _need(v, list))
+    return timedelta(days=days, seconds=seconds, microseconds=micros)
+
+
+_LEAF_DECODERS: dict[str, Callable[[dict[str, Any], Any], Any]] = {
+    "tuple": lambda x, v: tuple(_need(v, list)),
+    "set": lambda x, v: set(_need(v, list)),
+    "frozenset": lambda x, v: frozenset(_need(v, list)),
+    "dict": lambda x, v: dict(_pair(p) for p in _need(v, list)),
+    "bytes": lambda x, v: base64.b64decode(_need(v, str), validate=True),
+    "bytearray": lambda x, v: bytearray(base64.b64decode(_need(v, str), validate=True)),
+    "datetime": lambda x, v: _dec_moment(x, datetime),
+    "time": lambda x, v: _dec_moment(x, time),
+    "date": lambda x, v: date.fromisoformat(_need(v, str)),
+    "timedelta": lambda x, v: _dec_timedelta(v),
+    "uuid": lambda x, v: UUID(_need(v, str)),
+    "decimal": lambda x, v: Decimal(_need(v, str)),
+    "float": lambda x, v: _dec_float(v),
+}
+
+
+_ENCODER = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
+)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+class JsonSerializer:
+    """JSON serializer with an explicit allowlist (see the module docstring for the format)."""
+
+    def __init__(self, types: Iterable[type] = ()) -> None:
+        self._types: dict[str, type] = {}
+        self._names: dict[type, str] = {}
+        for cls in types:
+            self.register(cls)
+
+    @property
+    def types(self) -> tuple[type, ...]:
+        """The classes registered on this serializer (library built-ins not included)."""
+        return tuple(self._types.values())
+
+    def register(self, cls: _T) -> _T:
+        """Allow an Enum, dataclass or pydantic model class; returns it (usable as a decorator)."""
+        if _kind(cls) is None:
+            raise TypeError(
+                f"cannot register {cls!r}: only Enum subclasses, dataclasses and pydantic "
+                "BaseModel subclasses can be registered"
+            )
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        if self._types.get(name, cls) is not cls:
+            raise ValueError(f"another class is already registered under the name {name!r}")
+        self._types[name] = cls
+        self._names[cls] = name
+        return cls
+
+    def dumps(self, obj: Any) -> str:
+        return _ENCODER.encode(self.to_jsonable(obj))
+
+    def loads(self, data: str) -> Any:
+        try:
+            parsed = json.loads(data, parse_constant=_reject_constant)
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise SerializationError(f"cannot deserialize: not valid JSON ({exc})") from None
+        return self.from_jsonable(parsed)
+
+    def to_jsonable(self, obj: Any) -> Any:
+        """The tagged JSON-compatible structure for ``obj`` (may share containers with it)."""
+        try:
+            return self._enc(obj)
+        except _Fail as fail:
+            raise self._encode_error(fail, type(obj) is dict) from None
+        except RecursionError:
+            raise SerializationError(
+                "cannot serialize value: it is nested too deeply or contains a reference cycle"
+            ) from None
+
+    def from_jsonable(self, data: Any) -> Any:
+        """Rebuild the value :meth:`to_jsonable` produced (may share containers with ``data``)."""
+        if type(data) is not dict and type(data) is not list:
+            return data
+        try:
+            return self._dec(data)
+        except _Fail as fail:
+            where = _render_path(fail.path[::-1]) or "<root>"
+            raise SerializationError(f"cannot deserialize (at {where}): {fail.reason}") from (
+                fail.__cause__
+            )
+        except RecursionError:
+            raise SerializationError("cannot deserialize: data is nested too deeply") from None
+
+    # -- encoding ------------------------------------------------------------------------------
+
+    def _enc(self, x: Any) -> Any:
+        t = type(x)
+        if t in _SCALARS:
+            return x
+        if t is dict:
+            return self._enc_dict(x)
+        if t is list:
+            return self._enc_list(x)
+        if t is float and isfinite(x):
+            return x
+        return self._enc_other(x, t)
+
+    def _enc_dict(self, d: dict[Any, Any]) -> Any:
+        out: dict[str, Any] | None = None
+        k: Any = None
+        pairs = False
+        try:
+            for k, v in d.items():
+                if type(k) is not str or k == _TAG:
+                    pairs = True
+                    break
+                t = type(v)
+                if t in _SCALARS or (t is float and isfinite(v)):
+                    continue
+                ev = (
+                    self._enc_dict(v)
+                    if t is dict
+                    else self._enc_list(v)
+                    if t is list
+                    else self._enc_other(v, t)
+                )
+                if ev is not v:
+                    if out is None:
+                        out = d.copy()
+                    out[k] = ev
+        except _Fail as fail:
+            fail.path.append(k)
+            raise
+        if pairs:
+            return {_TAG: "dict", "v": self._enc_pairs(d)}
+        return d if out is None else out
+
+    def _enc_pairs(self, d: dict[Any, Any]) -> list[list[Any]]:
+        out = []
+        k: Any = None
+        try:
+            for k, v in d.items():
+                out.append([self._enc(k), self._enc(v)])
+        except _Fail as fail:
+            fail.path.append(k)
+            raise
+        return out
+
+    def _enc_list(self, seq: list[Any]) -> list[Any]:
+        out: list[Any] | None = None
+        i = 0
+        try:
+            for i, v in enumerate(seq):
+                t = type(v)
+                if t in _SCALARS or (t is float and isfinite(v)):
+                    continue
+                ev = (
+                    self._enc_dict(v)
+                    if t is dict
+                    else self._enc_list(v)
+                    if t is list
+                    else self._enc_other(v, t)
+                )
+                if ev is not v:
+                    if out is None:
+                        out = seq.copy()
+                    out[i] = ev
+        except _Fail as fail:
+            fail.path.append(i)
+            raise
+        return seq if out is None else out
+
+    def _enc_other(self, x: Any, t: type) -> Any:
+        leaf = _LEAF_ENCODERS.get(t)
+        if leaf is not None:
+            return leaf(x)
+        if t is tuple:
+            return {_TAG: "tuple", "v": self._enc_list(list(x))}
+        if t is set or t is frozenset:
+            try:
+                return {_TAG: t.__name__, "v": self._enc_list(list(x))}
+            except _Fail as fail:
+                fail.path[-1] = _SET_ITEM
+                raise
+        const = _BUILTIN_CONSTANT_NAMES.get(id(x))
+        if const is not None and _BUILTIN_CONSTANTS.get(const) is x:
+            return {_TAG: "const", "t": const}
+        name = self._names.get(t) or _BUILTIN_NAMES.get(t)
+        if name is None:
+            raise _Fail(obj=x)
+        if isinstance(x, Enum):
+            return {_TAG: "enum", "t": name, "v": self._enc(x.value)}
+        if isinstance(x, BaseModel):
+            data = x.model_dump(mode="python", by_alias=True, round_trip=True)
+            for computed in type(x).model_computed_fields:
+                data.pop(computed, None)
+            return {_TAG: "model", "t": name, "v": self._enc_dict(data)}
+        fields = {f.name: getattr(x, f.name) for f in dataclasses.fields(x)}
+        return {_TAG: "dataclass", "t": name, "v": self._enc_dict(fields)}
+
+    def _encode_error(self, fail: _Fail, root_is_dict: bool) -> SerializationError:
+        t = type(fail.obj)
+        path = fail.path[::-1]
+        subject = f"state key {path[0]!r}" if root_is_dict and path else "value"
+        bases = (bool, int, float, str, bytes, list, dict, tuple, set, frozenset)
+        base = next((b for b in bases if isinstance(fail.obj, b)), None)
+        if _kind(t) is not None:
+            hint = (
+                f"register it with JsonSerializer(types=[{t.__qualname__}]) / "
+                f"serializer.register({t.__qualname__}), or store JSON types"
+            )
+        elif base is not None:
+            hint = f"convert it to a plain {base.__name__} (subclasses would lose their type)"
+        else:
+            hint = (
+                "convert it to JSON types, or to a registered Enum, dataclass or pydantic "
+                "model, before storing it"
+            )
+        return SerializationError(
+            f"cannot serialize {subject} (at {_render_path(path) or '<root>'}): type "
+            f"{_type_name(t)} is not in the JSON allowlist; {hint}"
+        )
+
+    # -- decoding ------------------------------------------------------------------------------
+
+    def _dec(self, x: Any) -> Any:
+        key: Any = None
+        out: Any = None
+        if type(x) is dict:
+            if _TAG in x:
+                return self._dec_tagged(x)
+            items: Iterable[tuple[Any, Any]] = x.items()
+        else:
+            items = enumerate(x)
+        try:
+            for key, v in items:
+                if type(v) is dict or type(v) is list:
+                    dv = self._dec(v)
+                    if dv is not v:
+                        if out is None:
+                            out = x.copy()
+                        out[key] = dv
+        except _Fail as fail:
+            fail.path.append(key)
+            raise
+        return x if out is None else out
+
+    def _dec_tagged(self, x: dict[str, Any]) -> Any:
+        kind = x[_TAG]
+        v = x.get("v")
+        if type(v) is dict or type(v) is list:
+            v = self._dec(v)
+        leaf = _LEAF_DECODERS.get(kind) if type(kind) is str else None
+        try:
+            if leaf is not None:
+                return leaf(x, v)
+        except Exception as exc:
+            raise _Fail(reason=f"bad {kind!r} payload: {exc}") from exc
+        if kind not in ("enum", "dataclass", "model", "const"):
+            raise _Fail(reason=f"unknown tag {kind!r}")
+        name = x.get("t")
+        if type(name) is not str:
+            raise _Fail(reason=f"tag {kind!r} without a type name")
+        found = self._lookup(kind, name)
+        if found is _MISSING:
+            hint = (
+                ""
+                if kind == "const"
+                else (
+                    "; register the class with JsonSerializer(types=[...]) / serializer.register(...)"
+                    " before loading (names in the data are never imported)"
+                )
+            )
+            raise _Fail(reason=f"{kind} {name!r} is not registered with this serializer{hint}")
+        try:
+            if kind == "const":
+                return found
+            if kind == "enum":
+                return found(v)
+            if kind == "model":
+                return found.model_validate(v)
+            return self._rebuild_dataclass(found, _need(v, dict))
+        except Exception as exc:
+            raise _Fail(reason=f"cannot rebuild {name}: {exc}") from exc
+
+    def _lookup(self, kind: str, name: str) -> Any:
+        while True:
+            if kind == "const":
+                found = _BUILTIN_CONSTANTS.get(name, _MISSING)
+            else:
+                found = self._types.get(name) or _BUILTIN_TYPES.get(name, _MISSING)
+                if found is not _MISSING and _kind(found) != kind:
+                    return _MISSING
+            if found is not _MISSING or _builtins_loaded:
+                return found
+            _load_builtins()
+
+    @staticmethod
+    def _rebuild_dataclass(cls: Any, data: dict[str, Any]) -> Any:
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = data.keys() - fields.keys()
+        if unknown:
+            raise TypeError(f"unknown fields {sorted(unknown)}")
+        obj = cls(**{k: v for k, v in data.items() if fields[k].init})
+        for k, v in data.items():
+            if not fields[k].init:
+                object.__setattr__(obj, k, v)
+        return obj
