@@ -349,14 +349,15 @@ def _race(count: int, action: Callable[[int], Any]) -> list[Any]:
     return outcomes
 
 
-@pytest.mark.parametrize("rounds", [4])
-def test_threads_racing_for_one_step_store_exactly_one(
-    saver: BaseCheckpointSaver, rounds: int
-) -> None:
-    racers = 8
+def test_threads_racing_for_one_step_store_exactly_one(saver: BaseCheckpointSaver) -> None:
+    racers, rounds = 8, 4
     for step in range(rounds):
         candidates = [ckpt(step, values={"writer": i}) for i in range(racers)]
-        outcomes = _race(racers, lambda i, c=candidates: saver.put(c[i]))  # type: ignore[misc]
+
+        def put(index: int, candidates: list[Checkpoint] = candidates) -> Checkpoint:
+            return saver.put(candidates[index])
+
+        outcomes = _race(racers, put)
 
         winners = [i for i, o in enumerate(outcomes) if isinstance(o, Checkpoint)]
         assert len(winners) == 1, outcomes

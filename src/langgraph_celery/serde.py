@@ -64,6 +64,10 @@ _SCALARS = frozenset({str, int, bool, type(None)})
 _SET_ITEM = object()  # path segment for an element of a set
 _MISSING = object()
 _STATE_MODULE = "langgraph_celery.graph.state"
+_REGISTER_HINT = (
+    "; register the class with JsonSerializer(types=[...]) / serializer.register(...) before"
+    " loading (names in the data are never imported)"
+)
 
 _BUILTIN_TYPES: dict[str, type] = {}
 _BUILTIN_NAMES: dict[type, str] = {}
@@ -318,13 +322,7 @@ class JsonSerializer:
                 t = type(v)
                 if t in _SCALARS or (t is float and isfinite(v)):
                     continue
-                ev = (
-                    self._enc_dict(v)
-                    if t is dict
-                    else self._enc_list(v)
-                    if t is list
-                    else self._enc_other(v, t)
-                )
+                ev = self._enc_dict(v) if t is dict else self._enc(v)
                 if ev is not v:
                     if out is None:
                         out = d.copy()
@@ -355,13 +353,7 @@ class JsonSerializer:
                 t = type(v)
                 if t in _SCALARS or (t is float and isfinite(v)):
                     continue
-                ev = (
-                    self._enc_dict(v)
-                    if t is dict
-                    else self._enc_list(v)
-                    if t is list
-                    else self._enc_other(v, t)
-                )
+                ev = self._enc_dict(v) if t is dict else self._enc(v)
                 if ev is not v:
                     if out is None:
                         out = seq.copy()
@@ -464,14 +456,7 @@ class JsonSerializer:
             raise _Fail(reason=f"tag {kind!r} without a type name")
         found = self._lookup(kind, name)
         if found is _MISSING:
-            hint = (
-                ""
-                if kind == "const"
-                else (
-                    "; register the class with JsonSerializer(types=[...]) / serializer.register(...)"
-                    " before loading (names in the data are never imported)"
-                )
-            )
+            hint = "" if kind == "const" else _REGISTER_HINT
             raise _Fail(reason=f"{kind} {name!r} is not registered with this serializer{hint}")
         try:
             if kind == "const":

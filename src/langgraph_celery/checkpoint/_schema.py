@@ -11,7 +11,8 @@ Two tables, both named ``<table_prefix><name>`` (the prefix is ``lgc_`` by defau
     Two unique constraints make concurrent writers safe: ``(thread_id, checkpoint_id)``
     (``<prefix>ckpt_id_uq``) and ``(thread_id, run_id, step)`` (``<prefix>ckpt_step_uq``); the
     database refuses the second writer, which the saver reports as ``CheckpointConflictError``.
-    Index ``<prefix>ckpt_thread_seq_ix`` on ``(thread_id, seq)`` serves ``get`` and ``list``.
+    Index ``<prefix>ckpt_thread_seq_ix`` on ``(thread_id, seq)`` serves ``get`` and ``list``;
+    ``<prefix>ckpt_run_ix`` on ``run_id`` serves ``thread_of_run``.
 
 ``<prefix>writes`` (:data:`WRITES_TABLE`)
     One row per pending write, primary key ``(thread_id, checkpoint_id, task_id)`` so the first
@@ -103,6 +104,7 @@ def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> Tables:
         UniqueConstraint("thread_id", "checkpoint_id", name=f"{prefix}ckpt_id_uq"),
         UniqueConstraint("thread_id", "run_id", "step", name=f"{prefix}ckpt_step_uq"),
         Index(f"{prefix}ckpt_thread_seq_ix", "thread_id", "seq"),
+        Index(f"{prefix}ckpt_run_ix", "run_id"),
     )
     writes = Table(
         f"{prefix}{WRITES_TABLE}",

@@ -167,6 +167,10 @@ class BaseCheckpointSaver(abc.ABC):
     def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:
         """The pending writes recorded for the step starting at ``checkpoint_id``."""
 
+    def thread_of_run(self, run_id: str) -> str | None:
+        """The thread a run belongs to (``None`` if no checkpoint of it is stored)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot look runs up by id")
+
     @abc.abstractmethod
     def release(self, thread_id: str) -> Sequence[Checkpoint]:
         """Delete the thread's checkpoints and writes; return what was deleted, newest first."""

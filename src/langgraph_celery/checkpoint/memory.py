@@ -108,6 +108,13 @@ class MemorySaver(BaseCheckpointSaver):
             rows = [] if thread is None else list(reversed(thread.checkpoints.values()))
         return [self._load(thread_id, stored) for stored in rows]
 
+    def thread_of_run(self, run_id: str) -> str | None:
+        with self._lock:
+            for thread_id, thread in self._threads.items():
+                if any(key[0] == run_id for key in thread.steps):
+                    return thread_id
+        return None
+
     def release(self, thread_id: str) -> Sequence[Checkpoint]:
         with self._lock:
             thread = self._threads.pop(thread_id, None)

@@ -165,6 +165,13 @@ class SqlSaver(BaseCheckpointSaver):
             rows = conn.execute(query).all()
         return [self._load(thread_id, row) for row in rows]
 
+    def thread_of_run(self, run_id: str) -> str | None:
+        table = self._tables.checkpoints
+        query = select(table.c.thread_id).where(table.c.run_id == run_id).limit(1)
+        with self._begin() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else str(row.thread_id)
+
     def release(self, thread_id: str) -> Sequence[Checkpoint]:
         checkpoints, writes = self._tables.checkpoints, self._tables.writes
         with self._begin() as conn:

@@ -45,9 +45,16 @@ class StepResult:
     interruption: InterruptionMetadata | None = None
 
 
+#: ``extra`` flag of a checkpoint where an ``interrupt_after`` stopped a run whose edges led
+#: nowhere (END): the run is not complete yet, a resume completes it.
+COMPLETION_PENDING = "completion_pending"
+
+
 def _has_pending(checkpoint: Checkpoint | None) -> bool:
     return checkpoint is not None and bool(
-        checkpoint.tasks or checkpoint.extra.get(_algo.EDGES_PENDING)
+        checkpoint.tasks
+        or checkpoint.extra.get(_algo.EDGES_PENDING)
+        or checkpoint.extra.get(COMPLETION_PENDING)
     )
 
 
@@ -224,6 +231,7 @@ class Engine:
         latest = self.saver.get(base.thread_id)
         same_run = latest is not None and latest.checkpoint_id == base.checkpoint_id
         extra = dict(base.extra)
+        extra.pop(COMPLETION_PENDING, None)
         extra[_algo.RESUMED] = resumed
         checkpoint = self.saver.put(
             Checkpoint(
@@ -240,6 +248,8 @@ class Engine:
             )
         )
         for write in self.saver.get_writes(base.thread_id, base.checkpoint_id):
+            if write.task_id.startswith("__"):
+                continue  # markers (interrupted, failed, ...) belong to the old checkpoint
             self.saver.put_writes(
                 base.thread_id, checkpoint.checkpoint_id, write.task_id, write.node, write.update
             )
@@ -286,7 +296,7 @@ class Engine:
             extra: dict[str, Any] = {_algo.EDGES_PENDING: executed}
         else:
             next_tasks, barriers, merged = await self.route_from(executed, merged, barriers, config)
-            extra = {}
+            extra = {COMPLETION_PENDING: True} if stop_after is not None and not next_tasks else {}
         if barriers:
             extra[_algo.BARRIERS] = barriers
         new = self.save(

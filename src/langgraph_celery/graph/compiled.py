@@ -142,6 +142,16 @@ class CompiledGraph:
         """``stream`` for ``async for``."""
         return self._start(input, config)
 
+    def start(self, input: InputLike = None, config: RunnableConfig | None = None) -> Any:
+        """Start a run on the graph's executor and return a ``RunHandle`` at once."""
+        start = getattr(self._source, "start", None)
+        if start is None:
+            raise GraphStateError(
+                "start() needs a graph compiled with an executor, e.g. "
+                "CompileConfig(executor=CeleryExecutor(app)); use invoke() or stream() in process"
+            )
+        return start(GraphInput.of(input), config if config is not None else RunnableConfig())
+
     def invoke(self, input: InputLike = None, config: RunnableConfig | None = None) -> AgentState:
         """Run to completion or interruption; the state at which the run stopped."""
         return _sync.run_sync(self.ainvoke(input, config))

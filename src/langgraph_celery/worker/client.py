@@ -1,0 +1,298 @@
+"""The client side of Celery runs: start or resume a run, then follow it in the checkpoint store
+(the source of truth) until it completes, parks or fails.  Any process can do this for any run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from langgraph_celery import errors
+from langgraph_celery.checkpoint.base import Checkpoint
+from langgraph_celery.errors import GraphStateError
+from langgraph_celery.graph import _sync
+from langgraph_celery.graph._local import Outcome
+from langgraph_celery.graph.config import RunnableConfig
+from langgraph_celery.graph.types import (
+    END,
+    START,
+    GraphInput,
+    GraphResult,
+    InterruptionMetadata,
+    NodeOutput,
+)
+from langgraph_celery.worker import names
+
+if TYPE_CHECKING:
+    from langgraph_celery.graph.compiled import CompiledGraph
+    from langgraph_celery.worker.runtime import GraphRuntime
+
+__all__ = ["CelerySource", "RunHandle", "RunStatus"]
+
+RUNNING, INTERRUPTED, COMPLETED, FAILED, CANCELLED = (
+    "running",
+    "interrupted",
+    "completed",
+    "failed",
+    "cancelled",
+)
+_POLL_MIN, _POLL_MAX = 0.0005, 0.02
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """Where a run stands, read from its latest checkpoint and that checkpoint's markers."""
+
+    status: str
+    checkpoint: Checkpoint | None
+    marker: dict[str, Any] | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status != RUNNING
+
+
+def read_status(runtime: GraphRuntime, checkpoint: Checkpoint | None) -> RunStatus:
+    if checkpoint is None:
+        return RunStatus(COMPLETED, None)
+    writes = {
+        w.task_id: w.update
+        for w in runtime.saver.get_writes(checkpoint.thread_id, checkpoint.checkpoint_id)
+    }
+    for marker, status in (
+        (names.CANCEL, CANCELLED),
+        (names.ERROR, FAILED),
+        (names.INTERRUPT, INTERRUPTED),
+    ):
+        if marker in writes:
+            return RunStatus(status, checkpoint, dict(writes[marker]))
+    if not checkpoint.tasks and not checkpoint.extra.get("edges_pending"):
+        return RunStatus(COMPLETED, checkpoint)
+    return RunStatus(RUNNING, checkpoint)
+
+
+def _error_from(marker: dict[str, Any]) -> errors.GraphError:
+    error_type = str(marker.get("error_type", "Exception"))
+    message = str(marker.get("message", ""))
+    known = getattr(errors, error_type, None)
+    if (
+        isinstance(known, type)
+        and issubclass(known, errors.GraphError)
+        and known is not errors.NodeError
+    ):
+        return known(message)
+    return errors.NodeError(str(marker.get("node_id", "?")), error_type, message)
+
+
+class CelerySource:
+    """Runs of one graph on Celery, as ``CompiledGraph`` drives them."""
+
+    def __init__(self, runtime: GraphRuntime) -> None:
+        self.runtime = runtime
+
+    # -- starting ---------------------------------------------------------------------------------
+
+    async def begin(
+        self, graph_input: GraphInput, config: RunnableConfig
+    ) -> tuple[Checkpoint, NodeOutput | None]:
+        """Store the run's first checkpoint and send its first tasks; returns at once."""
+        runtime = self.runtime
+        engine = runtime.engine
+        thread_id = engine.require_thread(config)
+        latest = runtime.saver.get(thread_id)
+        status = read_status(runtime, latest)
+        if latest is not None and config.checkpoint_id is None:
+            if status.status == RUNNING:
+                raise GraphStateError(
+                    f"thread {thread_id!r} is busy: run {latest.run_id} is still running; wait "
+                    "for it (RunHandle.wait) or cancel it before starting or resuming another"
+                )
+            if not runtime.mark(latest, names.CLAIM, START, {}):
+                raise GraphStateError(
+                    f"thread {thread_id!r} is busy: another process just started or resumed a run"
+                )
+        checkpoint, start = await engine.begin(graph_input, config)
+        run_config = config._for_runtime(graph_id=runtime.graph_id, run_id=checkpoint.run_id)
+        invocation = checkpoint.checkpoint_id
+        if graph_input.is_resume:
+            runtime.executor._send_resume(runtime.envelope(checkpoint, invocation, run_config, 0))
+        else:
+            await runtime.advance(checkpoint, invocation, run_config, 0)
+        return checkpoint, start
+
+    def astream(
+        self, graph_input: GraphInput, config: RunnableConfig, outcome: Outcome
+    ) -> AsyncIterator[NodeOutput]:
+        return self._stream(graph_input, config, outcome)
+
+    async def _stream(
+        self, graph_input: GraphInput, config: RunnableConfig, outcome: Outcome
+    ) -> AsyncIterator[NodeOutput]:
+        checkpoint, start = await self.begin(graph_input, config)
+        if start is not None:
+            yield start
+        async for output in self.follow(checkpoint, config, outcome):
+            yield output
+
+    def start(self, graph_input: GraphInput, config: RunnableConfig) -> RunHandle:
+        checkpoint, _ = _sync.run_sync(self.begin(graph_input, config))
+        return RunHandle(checkpoint.run_id, checkpoint.thread_id, self.runtime.compiled)
+
+    # -- following --------------------------------------------------------------------------------
+
+    def _outputs(self, checkpoint: Checkpoint, config: RunnableConfig) -> list[NodeOutput]:
+        if checkpoint.metadata.get("source") != "loop":
+            return []
+        engine = self.runtime.engine
+        state = engine.state(checkpoint.values)
+        writes: dict[str, Any] = checkpoint.metadata.get("writes") or {}
+        return [
+            engine.output(task_id.split("#", 1)[0], checkpoint, config, state, update)
+            for task_id, update in writes.items()
+        ]
+
+    def _since(self, latest: Checkpoint, seen: str) -> list[Checkpoint]:
+        """Checkpoints after ``seen`` up to ``latest``, oldest first."""
+        chain = [latest]
+        saver = self.runtime.saver
+        while chain[-1].parent_id and chain[-1].parent_id != seen:
+            parent = saver.get(latest.thread_id, chain[-1].parent_id)
+            if parent is None:
+                break
+            chain.append(parent)
+        return list(reversed(chain))
+
+    async def follow(
+        self, checkpoint: Checkpoint, config: RunnableConfig, outcome: Outcome
+    ) -> AsyncIterator[NodeOutput]:
+        """Yield the outputs of the run from ``checkpoint`` on, then settle ``outcome``."""
+        runtime = self.runtime
+        seen = checkpoint
+        delay = _POLL_MIN
+        while True:
+            latest = runtime.saver.get(checkpoint.thread_id)
+            if latest is None:
+                raise GraphStateError(f"thread {checkpoint.thread_id!r} was released or deleted")
+            if latest.checkpoint_id != seen.checkpoint_id:
+                for step in self._since(latest, seen.checkpoint_id):
+                    for output in self._outputs(step, config):
+                        yield output
+                seen = latest
+                delay = _POLL_MIN
+            status = read_status(runtime, latest)
+            if status.terminal:
+                for output in self._settle(status, config, outcome):
+                    yield output
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _POLL_MAX)
+
+    def _settle(
+        self, status: RunStatus, config: RunnableConfig, outcome: Outcome
+    ) -> list[NodeOutput]:
+        engine = self.runtime.engine
+        checkpoint = status.checkpoint
+        assert checkpoint is not None
+        marker = status.marker or {}
+        if status.status == INTERRUPTED:
+            outcome.value = InterruptionMetadata(
+                str(marker.get("node_id")),
+                engine.state(checkpoint.values),
+                marker.get("reason"),
+                marker.get("metadata") or {},
+            )
+            outcome.done = True
+            return []
+        if status.status == FAILED:
+            raise _error_from(marker)
+        if status.status == CANCELLED:
+            raise GraphStateError(f"run {checkpoint.run_id} was cancelled")
+        end, value = engine.complete(checkpoint, config)
+        outcome.value, outcome.done = value, True
+        return [end]
+
+
+class RunHandle:
+    """A run started with ``CompiledGraph.start``; rebuild it anywhere with
+    ``RunHandle.from_run_id(graph, run_id)`` or ``RunHandle(run_id, thread_id, graph)``."""
+
+    def __init__(self, run_id: str, thread_id: str, graph: CompiledGraph) -> None:
+        self.run_id = run_id
+        self.thread_id = thread_id
+        self.graph = graph
+
+    def __repr__(self) -> str:
+        return f"RunHandle(run_id={self.run_id!r}, thread_id={self.thread_id!r})"
+
+    @classmethod
+    def from_run_id(cls, graph: CompiledGraph, run_id: str) -> RunHandle:
+        saver = graph._saver()
+        thread_id = saver.thread_of_run(run_id)
+        if thread_id is None:
+            raise GraphStateError(f"no run {run_id!r} in {type(saver).__name__}")
+        return cls(run_id, thread_id, graph)
+
+    def _source(self) -> CelerySource:
+        source = self.graph._source
+        if not isinstance(source, CelerySource):
+            raise GraphStateError("run handles need a graph compiled with a CeleryExecutor")
+        return source
+
+    def _latest_of_run(self) -> Checkpoint | None:
+        saver = self.graph._saver()
+        latest = saver.get(self.thread_id)
+        if latest is not None and latest.run_id != self.run_id:
+            for checkpoint in saver.list(self.thread_id):
+                if checkpoint.run_id == self.run_id:
+                    return checkpoint
+        return latest
+
+    def status(self) -> str:
+        """``running``, ``interrupted``, ``completed``, ``failed`` or ``cancelled``."""
+        return read_status(self._source().runtime, self._latest_of_run()).status
+
+    def _first_checkpoint(self) -> Checkpoint:
+        saver = self.graph._saver()
+        mine = [c for c in saver.list(self.thread_id) if c.run_id == self.run_id]
+        if not mine:
+            raise GraphStateError(
+                f"thread {self.thread_id!r} has no checkpoint of run {self.run_id}"
+            )
+        return mine[-1]
+
+    def stream(self, config: RunnableConfig | None = None) -> Iterator[NodeOutput]:
+        """The run's outputs from its first step on, then live until it stops."""
+        from langgraph_celery.graph.compiled import GraphStream
+
+        config = (config or RunnableConfig()).with_changes(thread_id=self.thread_id)
+        outcome = Outcome()
+        return GraphStream(
+            self._source().follow(self._first_checkpoint(), config, outcome), outcome
+        )
+
+    def wait(self, timeout: float | None = None) -> GraphResult:
+        """Block until the run stops (completed, interrupted or failed); its result."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = _POLL_MIN
+        runtime = self._source().runtime
+        while True:
+            status = read_status(runtime, self._latest_of_run())
+            if status.terminal:
+                outcome = Outcome()
+                config = RunnableConfig(thread_id=self.thread_id)
+                self._source()._settle(status, config, outcome)
+                return GraphResult.of(outcome.value)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"run {self.run_id} still running after {timeout} s")
+            time.sleep(delay)
+            delay = min(delay * 2, _POLL_MAX)
+
+    def cancel(self) -> bool:
+        """Stop the run at its current step; True if this call cancelled it."""
+        runtime = self._source().runtime
+        status = read_status(runtime, self._latest_of_run())
+        if status.terminal or status.checkpoint is None:
+            return False
+        return runtime.mark(status.checkpoint, names.CANCEL, END, {})

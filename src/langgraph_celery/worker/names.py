@@ -1,0 +1,63 @@
+"""Every name the Celery side of langgraph-celery puts on the wire or in a store, in one place.
+
+Task names
+    ``langgraph_celery.node.<graph_id>.<node_id>``  one task per node of each registered graph;
+    its keyword arguments are a :class:`~langgraph_celery.worker.envelope.TaskEnvelope` (graph,
+    node, thread, run, step, checkpoint, task), so Flower shows what ran where.
+    ``langgraph_celery.resume``  continues a parked run (sent by ``GraphInput.resume``).
+    ``langgraph_celery.reap``  the beat job that re-dispatches stalled runs.
+
+Celery task ids
+    ``lgc:<run_id>:<checkpoint_id>:<task_id>``  deterministic, so a re-dispatch of the same
+    step's task is recognisable and its write is applied once.
+    ``lgc-outcome:<run_id>:<invocation>``  where the worker that ends an invocation (completion,
+    interruption, failure) stores its outcome in the result backend; clients wait on it.
+
+Markers (pending writes with reserved task ids, stored by the checkpoint saver)
+    ``__interrupt__``  the run is parked at this checkpoint (value: the interruption).
+    ``__error__``  a node of this checkpoint failed for good (value: node, type, message).
+    ``__claim__``  a transition out of this checkpoint (new run, resume) was claimed.
+    ``__cancel__``  the run was cancelled at this checkpoint.
+
+Queues
+    Node, resume and maintenance tasks go to the app's default queue (``task_default_queue``,
+    ``celery`` unless changed), so a plain ``celery -A module worker`` serves them; a node routed
+    with ``CeleryExecutor(app, routes={"node": "queue"})`` goes to that queue instead.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CANCEL",
+    "CLAIM",
+    "ERROR",
+    "INTERRUPT",
+    "MARKERS",
+    "REAP_TASK",
+    "RESUME_TASK",
+    "celery_task_id",
+    "node_task_name",
+    "outcome_id",
+]
+
+RESUME_TASK = "langgraph_celery.resume"
+REAP_TASK = "langgraph_celery.reap"
+_NODE_PREFIX = "langgraph_celery.node."
+
+INTERRUPT = "__interrupt__"
+ERROR = "__error__"
+CLAIM = "__claim__"
+CANCEL = "__cancel__"
+MARKERS = frozenset({INTERRUPT, ERROR, CLAIM, CANCEL})
+
+
+def node_task_name(graph_id: str, node: str) -> str:
+    return f"{_NODE_PREFIX}{graph_id}.{node}"
+
+
+def celery_task_id(run_id: str, checkpoint_id: str, task_id: str) -> str:
+    return f"lgc:{run_id}:{checkpoint_id}:{task_id}"
+
+
+def outcome_id(run_id: str, invocation: str) -> str:
+    return f"lgc-outcome:{run_id}:{invocation}"

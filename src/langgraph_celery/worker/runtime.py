@@ -1,0 +1,283 @@
+"""What happens on a worker (and, for dispatch, on the client) for one registered graph.
+
+A node task runs its node, records the update as a pending write (first write wins), and if
+every task of the step has written, tries to store the next checkpoint.  Storing is a
+compare-and-set on ``(thread, run, step)``: only the writer that committed goes on to dispatch
+the next step, so an update reaches the thread's state once whatever the broker redelivers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, PendingTask
+from langgraph_celery.errors import CheckpointConflictError, GraphError
+from langgraph_celery.graph._engine import Engine
+from langgraph_celery.graph._sync import run_sync
+from langgraph_celery.graph.config import RunnableConfig
+from langgraph_celery.graph.retry import RetryPolicy, _RetryHook
+from langgraph_celery.graph.types import GraphInterrupt, InterruptionMetadata
+from langgraph_celery.serde import JsonSerializer
+from langgraph_celery.worker import names
+from langgraph_celery.worker.envelope import TaskEnvelope
+
+if TYPE_CHECKING:
+    from langgraph_celery.graph.compiled import CompiledGraph
+    from langgraph_celery.worker.executor import CeleryExecutor
+
+__all__ = ["GraphRuntime"]
+
+log = logging.getLogger("langgraph_celery.worker")
+
+
+def _jsonable_config(config: RunnableConfig) -> dict[str, Any]:
+    data: dict[str, Any] = {"metadata": dict(config.metadata), "clone_state": config.clone_state}
+    if config.recursion_limit is not None:
+        data["recursion_limit"] = config.recursion_limit
+    return data
+
+
+class GraphRuntime:
+    """One compiled graph as the Celery executor runs it."""
+
+    def __init__(self, executor: CeleryExecutor, compiled: CompiledGraph) -> None:
+        self.executor = executor
+        self.compiled = compiled
+        self.graph_id = compiled.graph_id
+        # Retries are Celery's job here: the node chains run without the RetryPolicy hooks.
+        spec = compiled.spec
+        self.policies: dict[str, RetryPolicy] = {}
+        for hook in spec.hooks:
+            if isinstance(hook.fn, _RetryHook):
+                for node in [hook.target] if hook.target else list(spec.nodes):
+                    self.policies.setdefault(node, hook.fn.policy)
+        hooks = tuple(h for h in spec.hooks if not isinstance(h.fn, _RetryHook))
+        self.engine = Engine(
+            type(spec)(**{**spec.__dict__, "hooks": hooks}), compiled.config, self.graph_id
+        )
+        assert compiled.config.checkpoint_saver is not None
+        self.saver: BaseCheckpointSaver = compiled.config.checkpoint_saver
+        serializer = self.saver.serializer
+        self.serializer = serializer if isinstance(serializer, JsonSerializer) else JsonSerializer()
+
+    # -- configs and envelopes ------------------------------------------------------------------
+
+    def config_for(self, envelope: TaskEnvelope) -> RunnableConfig:
+        data = envelope.config
+        config = RunnableConfig(
+            thread_id=envelope.thread_id,
+            recursion_limit=data.get("recursion_limit"),
+            metadata=data.get("metadata") or {},
+            clone_state=bool(data.get("clone_state", True)),
+        )
+        return config._for_runtime(graph_id=self.graph_id, run_id=envelope.run_id)
+
+    def envelope(
+        self,
+        checkpoint: Checkpoint,
+        invocation: str,
+        config: RunnableConfig,
+        steps_taken: int,
+        task: PendingTask | None = None,
+    ) -> TaskEnvelope:
+        return TaskEnvelope(
+            graph_id=self.graph_id,
+            thread_id=checkpoint.thread_id,
+            run_id=checkpoint.run_id,
+            step=checkpoint.step,
+            checkpoint_id=checkpoint.checkpoint_id,
+            invocation=invocation,
+            steps_taken=steps_taken,
+            node=task.node if task is not None else None,
+            task_id=task.id if task is not None else None,
+            config=_jsonable_config(config),
+        )
+
+    def writes(self, checkpoint: Checkpoint) -> dict[str, Any]:
+        """The pending writes (and markers) of ``checkpoint`` by task id."""
+        stored = self.saver.get_writes(checkpoint.thread_id, checkpoint.checkpoint_id)
+        return {write.task_id: write.update for write in stored}
+
+    # -- markers --------------------------------------------------------------------------------
+
+    def mark(self, checkpoint: Checkpoint, marker: str, node: str, data: Mapping[str, Any]) -> bool:
+        return self.saver.put_writes(
+            checkpoint.thread_id, checkpoint.checkpoint_id, marker, node, dict(data)
+        )
+
+    def mark_interrupt(self, checkpoint: Checkpoint, interruption: InterruptionMetadata) -> None:
+        self.mark(
+            checkpoint,
+            names.INTERRUPT,
+            interruption.node_id,
+            {
+                "node_id": interruption.node_id,
+                "reason": interruption.reason,
+                "metadata": dict(interruption.metadata),
+            },
+        )
+
+    def mark_error(self, checkpoint: Checkpoint, node: str, error: BaseException) -> None:
+        self.mark(
+            checkpoint,
+            names.ERROR,
+            node,
+            {"node_id": node, "error_type": type(error).__name__, "message": str(error)},
+        )
+
+    # -- dispatch -------------------------------------------------------------------------------
+
+    async def advance(
+        self, checkpoint: Checkpoint, invocation: str, config: RunnableConfig, steps_taken: int
+    ) -> None:
+        """From a stored checkpoint: complete the run, park it, or send its tasks."""
+        engine = self.engine
+        while checkpoint.extra.get("edges_pending"):
+            checkpoint = await engine.pending_edges(checkpoint, config)
+        if not checkpoint.tasks:
+            return  # completed: the client that waits for the run reads it (and releases)
+        interruption = await engine.interruption_before(checkpoint, config)
+        if interruption is not None:
+            self.mark_interrupt(checkpoint, interruption)
+            return
+        limit = config.recursion_limit or engine.config.recursion_limit
+        if steps_taken >= limit:
+            from langgraph_celery.errors import GraphRecursionError
+
+            self.mark_error(
+                checkpoint,
+                checkpoint.next[0],
+                GraphRecursionError(
+                    f"the run reached its recursion limit of {limit} supersteps without "
+                    f"completing (next: {', '.join(checkpoint.next)})"
+                ),
+            )
+            return
+        self.send(checkpoint, invocation, config, steps_taken)
+
+    def send(
+        self, checkpoint: Checkpoint, invocation: str, config: RunnableConfig, steps_taken: int
+    ) -> None:
+        for task in checkpoint.tasks:
+            envelope = self.envelope(checkpoint, invocation, config, steps_taken, task)
+            self.executor._send_node(envelope, task)
+
+    # -- the node task --------------------------------------------------------------------------
+
+    def run_node(self, envelope: TaskEnvelope, retries: int, retry: Any) -> dict[str, Any]:
+        """The body of a node task; ``retry(countdown, exc)`` asks Celery to retry it."""
+        saver = self.saver
+        checkpoint = saver.get(envelope.thread_id, envelope.checkpoint_id)
+        if checkpoint is None:
+            log.warning(
+                "dropping task %s of thread %r: checkpoint %s no longer exists",
+                envelope.node,
+                envelope.thread_id,
+                envelope.checkpoint_id,
+            )
+            return {"status": "stale"}
+        task = next((t for t in checkpoint.tasks if t.id == envelope.task_id), None)
+        if task is None or task.node != envelope.node:
+            log.error(
+                "rejected message: checkpoint %s of thread %r has no task %r for node %r",
+                envelope.checkpoint_id,
+                envelope.thread_id,
+                envelope.task_id,
+                envelope.node,
+            )
+            return {"status": "rejected"}
+        writes = {
+            w.task_id: w for w in saver.get_writes(checkpoint.thread_id, checkpoint.checkpoint_id)
+        }
+        if names.CANCEL in writes or names.ERROR in writes or names.INTERRUPT in writes:
+            return {"status": "stopped"}
+        config = self.config_for(envelope)
+        if task.id not in writes:
+            try:
+                update = run_sync(self.engine.runner.run_task(task, checkpoint.values, config))
+            except GraphInterrupt as interrupt:
+                state = self.engine.state(checkpoint.values)
+                self.mark_interrupt(
+                    checkpoint,
+                    InterruptionMetadata(
+                        task.node, state, interrupt.reason or None, interrupt.metadata
+                    ),
+                )
+                return {"status": "interrupted", "node": task.node}
+            except Exception as error:
+                policy = self.policies.get(task.node)
+                attempt = retries + 1
+                if (
+                    policy is not None
+                    and not isinstance(error, GraphError)
+                    and policy.should_retry(error)
+                    and attempt < policy.max_attempts
+                ):
+                    retry(policy.delay(attempt), error)
+                self.mark_error(checkpoint, task.node, error)
+                log.warning(
+                    "node %r of thread %r failed: %r", task.node, checkpoint.thread_id, error
+                )
+                return {"status": "failed", "node": task.node, "error_type": type(error).__name__}
+            saver.put_writes(
+                checkpoint.thread_id, checkpoint.checkpoint_id, task.id, task.node, update or {}
+            )
+            writes = {
+                w.task_id: w
+                for w in saver.get_writes(checkpoint.thread_id, checkpoint.checkpoint_id)
+            }
+        if not all(t.id in writes for t in checkpoint.tasks):
+            return {"status": "written", "node": task.node}
+        return self.finish_step(
+            checkpoint, {tid: w.update for tid, w in writes.items()}, envelope, config
+        )
+
+    def finish_step(
+        self,
+        checkpoint: Checkpoint,
+        writes: Mapping[str, Mapping[str, Any]],
+        envelope: TaskEnvelope,
+        config: RunnableConfig,
+    ) -> dict[str, Any]:
+        try:
+            result = run_sync(self.engine.finish(checkpoint, writes, config))
+        except CheckpointConflictError:
+            return {"status": "merged-elsewhere"}
+        except GraphError as error:
+            self.mark_error(checkpoint, checkpoint.next[-1], error)
+            return {"status": "failed", "error_type": type(error).__name__}
+        new = result.checkpoint
+        if result.interruption is not None:
+            self.mark_interrupt(new, result.interruption)
+        else:
+            try:
+                run_sync(self.advance(new, envelope.invocation, config, envelope.steps_taken + 1))
+            except GraphError as error:
+                self.mark_error(new, new.next[0] if new.next else "__END__", error)
+        return {
+            "status": "merged",
+            "checkpoint_id": new.checkpoint_id,
+            "step": new.step,
+            "next": list(new.next),
+            "state": self.serializer.to_jsonable(new.values),
+        }
+
+    def resume(self, envelope: TaskEnvelope) -> dict[str, Any]:
+        """The body of the resume task: dispatch the resumed checkpoint's pending work."""
+        checkpoint = self.saver.get(envelope.thread_id, envelope.checkpoint_id)
+        if checkpoint is None:
+            log.error(
+                "rejected resume: thread %r has no checkpoint %s",
+                envelope.thread_id,
+                envelope.checkpoint_id,
+            )
+            return {"status": "rejected"}
+        config = self.config_for(envelope)
+        try:
+            run_sync(self.advance(checkpoint, envelope.invocation, config, envelope.steps_taken))
+        except GraphError as error:
+            self.mark_error(checkpoint, checkpoint.next[0] if checkpoint.next else "__END__", error)
+            return {"status": "failed", "error_type": type(error).__name__}
+        return {"status": "dispatched", "checkpoint_id": checkpoint.checkpoint_id}

@@ -1,0 +1,237 @@
+"""SPEC §3: building a graph and what ``compile()`` refuses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from langgraph_celery import (
+    END,
+    START,
+    AgentState,
+    CompileConfig,
+    CompiledGraph,
+    GraphDefinitionError,
+    StateGraph,
+)
+from langgraph_celery.checkpoint import MemorySaver
+
+
+def noop(state: AgentState) -> None:
+    return None
+
+
+def chain(*nodes: str) -> StateGraph:
+    """START -> nodes[0] -> ... -> nodes[-1] -> END."""
+    graph = StateGraph()
+    previous = START
+    for node in nodes:
+        graph.add_node(node, noop)
+        graph.add_edge(previous, node)
+        previous = node
+    graph.add_edge(previous, END)
+    return graph
+
+
+def compile_error(graph: StateGraph, config: CompileConfig | None = None) -> str:
+    with pytest.raises(GraphDefinitionError) as info:
+        graph.compile(config)
+    return str(info.value)
+
+
+# -- fluent builder -----------------------------------------------------------------------------
+
+
+def test_builder_methods_return_the_builder() -> None:
+    graph = StateGraph()
+    assert graph.add_node("a", noop) is graph
+    assert graph.add_node("b", noop) is graph
+    assert graph.add_edge(START, "a") is graph
+    assert graph.add_conditional_edges("a", lambda s: "b", {"b": "b"}) is graph
+    assert graph.add_edge("b", END) is graph
+    assert isinstance(graph.compile(), CompiledGraph)
+
+
+def test_valid_graphs_compile() -> None:
+    assert isinstance(chain("a").compile(), CompiledGraph)
+    assert isinstance(chain("a", "b", "c").compile(CompileConfig()), CompiledGraph)
+
+
+def test_definition_error_is_value_error() -> None:
+    with pytest.raises(ValueError):
+        StateGraph().add_node("a", noop).compile()
+
+
+# -- each refusal names its culprit -------------------------------------------------------------
+
+
+def test_no_edge_from_start() -> None:
+    graph = StateGraph().add_node("a", noop).add_edge("a", END)
+    assert "START" in compile_error(graph)
+
+
+def test_empty_graph_has_no_edge_from_start() -> None:
+    assert "START" in compile_error(StateGraph())
+
+
+def test_edge_from_unknown_node() -> None:
+    graph = chain("a").add_edge("ghost", "a")
+    assert "'ghost'" in compile_error(graph)
+
+
+def test_edge_to_unknown_node() -> None:
+    graph = StateGraph().add_node("a", noop).add_edge(START, "a").add_edge("a", "phantom")
+    assert "'phantom'" in compile_error(graph)
+
+
+def test_edge_from_start_to_unknown_node() -> None:
+    graph = StateGraph().add_edge(START, "nowhere")
+    assert "'nowhere'" in compile_error(graph)
+
+
+def test_join_from_unknown_node() -> None:
+    graph = chain("a", "c").add_edge(["a", "missing_src"], "c")
+    assert "'missing_src'" in compile_error(graph)
+
+
+def test_join_to_unknown_node() -> None:
+    graph = chain("a", "b").add_edge(["a", "b"], "missing_dst")
+    assert "'missing_dst'" in compile_error(graph)
+
+
+def test_node_added_twice() -> None:
+    graph = chain("dup").add_node("dup", noop)
+    message = compile_error(graph)
+    assert "'dup'" in message
+    assert "twice" in message
+
+
+@pytest.mark.parametrize("reserved", [START, END])
+def test_node_named_start_or_end(reserved: str) -> None:
+    graph = chain("a").add_node(reserved, noop)
+    assert repr(reserved) in compile_error(graph)
+
+
+def test_node_with_no_outgoing_edge() -> None:
+    graph = StateGraph().add_node("a", noop).add_node("dead_end", noop)
+    graph.add_edge(START, "a").add_edge("a", "dead_end")
+    message = compile_error(graph)
+    assert "'dead_end'" in message
+    assert "outgoing" in message
+
+
+def test_unreachable_node() -> None:
+    graph = chain("a").add_node("island", noop).add_edge("island", END)
+    message = compile_error(graph)
+    assert "'island'" in message
+    assert "unreachable" in message
+
+
+def test_node_reachable_only_from_unreachable_node_is_unreachable() -> None:
+    graph = chain("a").add_node("island", noop).add_node("beach", noop)
+    graph.add_edge("island", "beach").add_edge("beach", END)
+    message = compile_error(graph)
+    assert "unreachable" in message
+    assert "'island'" in message or "'beach'" in message
+
+
+def test_plain_and_conditional_edge_on_same_node() -> None:
+    graph = chain("both", "b").add_conditional_edges("both", lambda s: "b", {"b": "b"})
+    message = compile_error(graph)
+    assert "'both'" in message
+    assert "conditional" in message
+
+
+def test_conditional_edge_from_unknown_node() -> None:
+    graph = chain("a").add_conditional_edges("ghost", lambda s: "a", {"a": "a"})
+    assert "'ghost'" in compile_error(graph)
+
+
+def test_unknown_mapping_target() -> None:
+    graph = StateGraph().add_node("a", noop).add_edge(START, "a")
+    graph.add_conditional_edges("a", lambda s: "go", {"go": "nowhere_node", "stop": END})
+    message = compile_error(graph)
+    assert "'nowhere_node'" in message
+
+
+def test_unknown_mapping_target_from_conditional_entry_point() -> None:
+    graph = StateGraph().add_node("a", noop).add_edge("a", END)
+    graph.add_conditional_edges(START, lambda s: "x", {"x": "a", "y": "missing_entry"})
+    assert "'missing_entry'" in compile_error(graph)
+
+
+@pytest.mark.parametrize("field", ["interrupt_before", "interrupt_after"])
+def test_interrupt_on_unknown_node(field: str) -> None:
+    config = CompileConfig(checkpoint_saver=MemorySaver(), **{field: ["not_a_node"]})
+    assert "'not_a_node'" in compile_error(chain("a"), config)
+
+
+@pytest.mark.parametrize("field", ["interrupt_before", "interrupt_after"])
+def test_interrupts_without_checkpoint_saver(field: str) -> None:
+    config = CompileConfig(**{field: ["a"]})
+    message = compile_error(chain("a"), config)
+    assert "checkpoint saver" in message
+
+
+def test_interrupts_with_checkpoint_saver_compile() -> None:
+    config = CompileConfig(
+        checkpoint_saver=MemorySaver(), interrupt_before=["a"], interrupt_after=["b"]
+    )
+    assert isinstance(chain("a", "b").compile(config), CompiledGraph)
+
+
+# -- what is accepted ---------------------------------------------------------------------------
+
+
+def test_conditional_mapping_none_makes_every_node_reachable() -> None:
+    graph = StateGraph()
+    graph.add_node("a", noop).add_node("b", noop).add_node("c", noop)
+    graph.add_edge(START, "a")
+    graph.add_conditional_edges("a", lambda s: "b")
+    graph.add_edge("b", END).add_edge("c", END)
+    assert isinstance(graph.compile(), CompiledGraph)
+
+
+def test_conditional_entry_point_compiles() -> None:
+    graph = StateGraph().add_node("a", noop).add_node("b", noop)
+    graph.add_conditional_edges(START, lambda s: "a", {"a": "a", "b": "b"})
+    graph.add_edge("a", END).add_edge("b", END)
+    assert isinstance(graph.compile(), CompiledGraph)
+
+
+def test_join_sources_count_as_outgoing_edges() -> None:
+    graph = StateGraph().add_node("a", noop).add_node("b", noop).add_node("c", noop)
+    graph.add_edge(START, "a").add_edge(START, "b")
+    graph.add_edge(["a", "b"], "c").add_edge("c", END)
+    assert isinstance(graph.compile(), CompiledGraph)
+
+
+def test_compile_rejects_non_compile_config() -> None:
+    with pytest.raises(TypeError):
+        chain("a").compile({"recursion_limit": 3})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+def test_compile_config_recursion_limit_must_be_positive(limit: int) -> None:
+    with pytest.raises(ValueError):
+        CompileConfig(recursion_limit=limit)
+
+
+def test_compile_config_defaults() -> None:
+    config = CompileConfig()
+    expected: dict[str, Any] = {
+        "checkpoint_saver": None,
+        "interrupt_before": (),
+        "interrupt_after": (),
+        "interrupt_before_edge": False,
+        "recursion_limit": 25,
+        "release_thread": False,
+        "graph_id": None,
+        "executor": None,
+    }
+    assert {name: getattr(config, name) for name in expected} == expected
+
+
+def test_compiled_graph_id_comes_from_compile_config() -> None:
+    assert chain("a").compile(CompileConfig(graph_id="my-graph")).graph_id == "my-graph"
