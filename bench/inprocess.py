@@ -532,8 +532,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         scenario = next(s for s in SCENARIOS if s.key == args.profile)
         library = OURS if args.profile_library == OURS.key else THEIRS
         invokes = 3 if args.quick else scenario.invokes * 2
-        for s in selected:
-            check(s)
+        check(scenario)
         print(
             f"Python {info['python']}, langgraph {info['langgraph']}, "
             f"langgraph_celery {info['langgraph_celery']}"

@@ -594,10 +594,14 @@ def test_conditional_entry_point_unknown_label() -> None:
 def test_loop_with_conditional_edge() -> None:
     graph = StateGraph().add_node("inc", lambda s: {"n": s.value("n", 0) + 1})
     graph.add_edge(START, "inc")
-    graph.add_conditional_edges("inc", lambda s: "more" if s["n"] < 5 else "stop", {
-        "more": "inc",
-        "stop": END,
-    })
+    graph.add_conditional_edges(
+        "inc",
+        lambda s: "more" if s["n"] < 5 else "stop",
+        {
+            "more": "inc",
+            "stop": END,
+        },
+    )
     assert graph.compile().invoke({}).data == {"n": 5}
 
 
@@ -759,7 +763,7 @@ def test_stream_result_is_graph_result() -> None:
     assert rest[-1].node == END
     result = stream.result
     assert isinstance(result, GraphResult)
-    assert result.kind is GraphResult.Kind.STATE_DATA
+    assert result.kind.name == "STATE_DATA"
     assert result.is_state_data()
     assert result.is_state_data_or_checkpoint_saver_tag()
     assert not result.is_empty()

@@ -55,9 +55,7 @@ def appending(name: str, calls: Calls | None = None) -> Any:
     return action
 
 
-def linear(
-    saver: BaseCheckpointSaver, calls: Calls | None = None, **config: Any
-) -> CompiledGraph:
+def linear(saver: BaseCheckpointSaver, calls: Calls | None = None, **config: Any) -> CompiledGraph:
     """START -> a -> b -> c -> END."""
     graph = StateGraph({"log": Channels.appender()})
     for node in ("a", "b", "c"):

@@ -155,17 +155,19 @@ def test_appender_seed_example_messages() -> None:
 
 
 def test_appender_remove_by_hash_removes_first_equal_element() -> None:
-    assert appender_run(
-        ["message1", ["message2", "message2.1"], RemoveByHash("message2.1")]
-    ) == ["message1", "message2"]
+    assert appender_run(["message1", ["message2", "message2.1"], RemoveByHash("message2.1")]) == [
+        "message1",
+        "message2",
+    ]
     assert appender_run([["x", "y", "x"], RemoveByHash("x")]) == ["y", "x"]
     assert appender_run([["x"], RemoveByHash("absent")]) == ["x"]
 
 
 def test_appender_replace_all_with() -> None:
-    assert appender_run(
-        ["message1", ["message2", "message2.1"], ReplaceAllWith(["a1", "a2"])]
-    ) == ["a1", "a2"]
+    assert appender_run(["message1", ["message2", "message2.1"], ReplaceAllWith(["a1", "a2"])]) == [
+        "a1",
+        "a2",
+    ]
     assert appender_run([["x"], ReplaceAllWith([])]) == []
 
 

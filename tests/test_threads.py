@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -43,7 +44,7 @@ def linear(saver: BaseCheckpointSaver, nodes: tuple[str, ...] = ("a", "b"), **co
     for node in nodes:
         graph.add_node(node, _appending(node))
     graph.add_edge(START, nodes[0])
-    for source, target in zip(nodes, nodes[1:], strict=False):
+    for source, target in itertools.pairwise(nodes):
         graph.add_edge(source, target)
     graph.add_edge(nodes[-1], END)
     return graph.compile(CompileConfig(checkpoint_saver=saver, **config))
@@ -56,9 +57,7 @@ def routed(saver: BaseCheckpointSaver, **config: Any) -> CompiledGraph:
     graph.add_node("b", _appending("b"))
     graph.add_node("c", _appending("c"))
     graph.add_edge(START, "a")
-    graph.add_conditional_edges(
-        "a", lambda s: s.value("go", "b"), {"b": "b", "c": "c", "end": END}
-    )
+    graph.add_conditional_edges("a", lambda s: s.value("go", "b"), {"b": "b", "c": "c", "end": END})
     graph.add_edge("b", END)
     graph.add_edge("c", END)
     return graph.compile(CompileConfig(checkpoint_saver=saver, **config))
@@ -221,7 +220,7 @@ def test_get_state_history_is_newest_first_and_chained(saver: BaseCheckpointSave
     created = [s.created_at for s in history]
     assert all(c is not None for c in created)
     assert created == sorted(created, reverse=True)  # type: ignore[type-var]
-    for newer, older in zip(history, history[1:], strict=False):
+    for newer, older in itertools.pairwise(history):
         assert newer.parent_config is not None
         assert newer.parent_config.checkpoint_id == older.checkpoint_id
     assert history[-1].parent_config is None

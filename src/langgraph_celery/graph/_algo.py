@@ -53,7 +53,7 @@ def check_update(node: str, update: Any) -> dict[str, Any] | None:
 
 def order_tasks(spec: GraphSpec, tasks: Iterable[PendingTask]) -> list[PendingTask]:
     """Tasks in the order their nodes were added (Send tasks keep their relative order)."""
-    index = spec.node_index()
+    index = spec.node_index
     return sorted(tasks, key=lambda task: index.get(task.node, len(index)))
 
 
@@ -152,7 +152,7 @@ def plan_next(
     ``decisions`` holds the route decision of each executed node that has a conditional edge.
     A node picked by several sources runs once; each Send is its own task.
     """
-    index = spec.node_index()
+    index = spec.node_index
     targets: set[str] = set()
     sends: list[Send] = []
     for node in executed:

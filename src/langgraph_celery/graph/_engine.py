@@ -5,7 +5,7 @@ step (merge, route, checkpoint) and complete.  Both executors drive runs through
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +32,8 @@ __all__ = ["Engine", "StepResult"]
 
 
 def new_id() -> str:
-    return uuid.uuid4().hex
+    """A random 128-bit id as 32 hex digits."""
+    return os.urandom(16).hex()
 
 
 @dataclass

@@ -3,6 +3,7 @@ them and returns a :class:`CompiledGraph`."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -61,7 +62,9 @@ class GraphSpec:
     joins: tuple[Join, ...]
     hooks: tuple[Hook, ...]
 
+    @functools.cached_property
     def node_index(self) -> dict[str, int]:
+        """Each node's position in the order nodes were added (the merge order)."""
         return {node: index for index, node in enumerate(self.nodes)}
 
 

@@ -137,6 +137,10 @@ class RunnableConfig:
         return self._replace(metadata={**self.metadata, key: value})
 
     def _replace(self, **changes: Any) -> RunnableConfig:
+        if not changes:  # a copy for the runtime fields: no need to validate again
+            copy = object.__new__(RunnableConfig)
+            copy.__dict__.update(self.__dict__)
+            return copy
         return dataclasses.replace(self, **changes)
 
     def with_changes(self, **changes: Any) -> RunnableConfig:

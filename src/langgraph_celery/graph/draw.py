@@ -34,7 +34,9 @@ def _ident(node: str) -> str:
         return "__start__"
     if node == END:
         return "__end__"
-    cleaned = re.sub(r"\W", "_", node)
+    # Injective: letters and digits stay, every other character (``_`` included) becomes
+    # ``_<hex>_``, so "step 1" and "step_1" never share an identifier.
+    cleaned = re.sub(r"[^A-Za-z0-9]", lambda m: f"_{ord(m.group()):x}_", node)
     return f"n_{cleaned}"
 
 

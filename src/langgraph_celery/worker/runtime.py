@@ -8,6 +8,7 @@ the next step, so an update reaches the thread's state once whatever the broker 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -54,9 +55,7 @@ class GraphRuntime:
                 for node in [hook.target] if hook.target else list(spec.nodes):
                     self.policies.setdefault(node, hook.fn.policy)
         hooks = tuple(h for h in spec.hooks if not isinstance(h.fn, _RetryHook))
-        self.engine = Engine(
-            type(spec)(**{**spec.__dict__, "hooks": hooks}), compiled.config, self.graph_id
-        )
+        self.engine = Engine(dataclasses.replace(spec, hooks=hooks), compiled.config, self.graph_id)
         assert compiled.config.checkpoint_saver is not None
         self.saver: BaseCheckpointSaver = compiled.config.checkpoint_saver
         serializer = self.saver.serializer

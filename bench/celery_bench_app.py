@@ -1,0 +1,280 @@
+"""The Celery app of the Celery benchmark (``bench/celery_bench.py``).
+
+One module, imported both by the benchmark's client and by the worker it starts with
+``celery -A bench.celery_bench_app worker -P prefork -c 1``, so that the *same* worker process
+serves the bare Celery tasks and the langgraph_celery node tasks.
+
+Configured by environment variables (the benchmark sets them before importing this module and
+passes them to the worker):
+
+* ``LGC_BENCH_REDIS_URL``: broker and result backend (default ``redis://127.0.0.1:6379/14``);
+* ``LGC_BENCH_PG_URL``: PostgreSQL database of the ``*_pg`` graphs (default: none, no such graphs);
+* ``LGC_BENCH_SQLITE_URL``: SQLite database of the ``*_sqlite`` graphs (default: none);
+* ``LGC_BENCH_TABLE_PREFIX``: table prefix of both savers (default ``lgc_bench_``);
+* ``LGC_BENCH_PROFILE=1``: the worker times the phases of every task body (saver calls, sends),
+  counts SQL statements and, with ``LGC_BENCH_CPROFILE=1``, runs node task bodies under cProfile;
+  the task ``bench.stats`` returns (and resets) what was collected.
+
+Graphs (``<kind>`` is ``pg`` or ``sqlite``): ``chain_<kind>`` is a chain of :data:`CHAIN_LENGTH`
+nodes each adding 1 to ``count``; ``pair_<kind>`` is ``a -> b``; ``resume_<kind>`` is ``a -> b``
+with ``interrupt_before=("b",)``, where ``b`` records ``time.time()`` at its start into
+``b_started``.  Bare tasks: ``bench.noop`` (takes and returns a small dict), ``bench.stamp``
+(returns ``time.time()`` at its start), ``bench.ping``.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import operator
+import os
+import pstats
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from celery import Celery
+from celery.signals import task_postrun, task_prerun
+from sqlalchemy import event
+
+from langgraph_celery import END, START, Channel, CompileConfig, CompiledGraph, StateGraph
+from langgraph_celery.celery import CeleryExecutor
+from langgraph_celery.checkpoint import SqlSaver
+
+__all__ = [
+    "CHAIN_LENGTH",
+    "GRAPHS",
+    "SAVERS",
+    "app",
+    "executor",
+    "noop",
+    "ping",
+    "stamp",
+    "stats",
+]
+
+CHAIN_LENGTH = 30
+REDIS_URL = os.environ.get("LGC_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
+PG_URL = os.environ.get("LGC_BENCH_PG_URL", "")
+SQLITE_URL = os.environ.get("LGC_BENCH_SQLITE_URL", "")
+TABLE_PREFIX = os.environ.get("LGC_BENCH_TABLE_PREFIX", "lgc_bench_")
+PROFILE = os.environ.get("LGC_BENCH_PROFILE") == "1"
+CPROFILE = PROFILE and os.environ.get("LGC_BENCH_CPROFILE") == "1"
+
+app = Celery("lgc_bench", broker=REDIS_URL, backend=REDIS_URL)
+app.conf.update(worker_hijack_root_logger=False, result_expires=3600)
+#: One executor for every graph; it applies its SAFE_SETTINGS to ``app``, which the bare tasks
+#: share (acks_late, prefetch 1, task_track_started, result_extended, JSON).
+executor = CeleryExecutor(app)
+
+
+# -- bare tasks ---------------------------------------------------------------------------------
+
+
+@app.task(name="bench.noop")
+def noop(data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A no-op link of a bare chain: a small dict in, a small dict out."""
+    return {"count": int((data or {}).get("count", 0)) + 1}
+
+
+@app.task(name="bench.stamp")
+def stamp() -> float:
+    """``time.time()`` when the body starts (a bare send-to-start latency probe)."""
+    return time.time()
+
+
+@app.task(name="bench.ping")
+def ping() -> str:
+    return "pong"
+
+
+# -- graphs -------------------------------------------------------------------------------------
+
+
+def _add_one(state: Any) -> dict[str, Any]:
+    return {"count": 1}
+
+
+def _record_start(state: Any) -> dict[str, Any]:
+    return {"b_started": time.time(), "count": 1}
+
+
+def _chain_graph(saver: SqlSaver, graph_id: str) -> CompiledGraph:
+    graph = StateGraph({"count": Channel(operator.add, default=0)})
+    previous = START
+    for index in range(CHAIN_LENGTH):
+        name = f"n{index}"
+        graph.add_node(name, _add_one)
+        graph.add_edge(previous, name)
+        previous = name
+    graph.add_edge(previous, END)
+    return graph.compile(
+        CompileConfig(
+            checkpoint_saver=saver,
+            executor=executor,
+            graph_id=graph_id,
+            recursion_limit=CHAIN_LENGTH * 4,
+        )
+    )
+
+
+def _pair_graph(saver: SqlSaver, graph_id: str, interrupt: bool, b: Any) -> CompiledGraph:
+    graph = StateGraph({"count": Channel(operator.add, default=0)})
+    graph.add_node("a", _add_one)
+    graph.add_node("b", b)
+    graph.add_edge(START, "a")
+    graph.add_edge("a", "b")
+    graph.add_edge("b", END)
+    return graph.compile(
+        CompileConfig(
+            checkpoint_saver=saver,
+            executor=executor,
+            graph_id=graph_id,
+            interrupt_before=("b",) if interrupt else (),
+        )
+    )
+
+
+#: Savers by kind (``pg``, ``sqlite``), for the kinds configured.
+SAVERS: dict[str, SqlSaver] = {}
+#: Compiled graphs by name (``chain_pg``, ``pair_sqlite``, ``resume_pg``, ...).
+GRAPHS: dict[str, CompiledGraph] = {}
+
+for _kind, _url in (("pg", PG_URL), ("sqlite", SQLITE_URL)):
+    if not _url:
+        continue
+    _saver = SqlSaver(_url, table_prefix=TABLE_PREFIX)
+    SAVERS[_kind] = _saver
+    GRAPHS[f"chain_{_kind}"] = _chain_graph(_saver, f"bench_chain_{_kind}")
+    GRAPHS[f"pair_{_kind}"] = _pair_graph(_saver, f"bench_pair_{_kind}", False, _add_one)
+    GRAPHS[f"resume_{_kind}"] = _pair_graph(_saver, f"bench_resume_{_kind}", True, _record_start)
+
+
+# -- worker-side profiling (LGC_BENCH_PROFILE=1) --------------------------------------------------
+
+
+class _Collector:
+    """Per task kind: bodies timed, phases timed, SQL statements counted (one worker process)."""
+
+    def __init__(self) -> None:
+        self.current: str | None = None
+        self.started = 0.0
+        self.tasks: dict[str, int] = defaultdict(int)
+        self.body_s: dict[str, float] = defaultdict(float)
+        self.phase_calls: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.phase_s: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self.sql: dict[str, int] = defaultdict(int)
+        self.commits: dict[str, int] = defaultdict(int)
+        self.profiler: cProfile.Profile | None = cProfile.Profile() if CPROFILE else None
+
+    def kind(self, task_name: str) -> str | None:
+        if task_name.startswith("langgraph_celery.node."):
+            return "node:" + task_name.split(".")[2]
+        if task_name in ("bench.noop", "langgraph_celery.resume"):
+            return task_name
+        return None
+
+    def timed(self, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                kind = self.current
+                if kind is not None:
+                    self.phase_calls[kind][phase] += 1
+                    self.phase_s[kind][phase] += time.perf_counter() - started
+
+        return wrapper
+
+    def report(self) -> dict[str, Any]:
+        kinds: dict[str, Any] = {}
+        for kind, count in self.tasks.items():
+            kinds[kind] = {
+                "tasks": count,
+                "body_ms": 1000 * self.body_s[kind] / count,
+                "sql_statements": self.sql[kind] / count,
+                "commits": self.commits[kind] / count,
+                "phases": {
+                    phase: {
+                        "calls": calls / count,
+                        "ms": 1000 * self.phase_s[kind][phase] / count,
+                    }
+                    for phase, calls in sorted(self.phase_calls[kind].items())
+                },
+            }
+        profile = ""
+        if self.profiler is not None:
+            out = io.StringIO()
+            stats = pstats.Stats(self.profiler, stream=out)
+            stats.strip_dirs().sort_stats("tottime").print_stats(30)
+            stats.sort_stats("cumulative").print_stats(40)
+            profile = out.getvalue()
+        return {"kinds": kinds, "cprofile": profile, "pid": os.getpid()}
+
+
+_collector = _Collector()
+
+
+def _install_profiling() -> None:
+    for saver in SAVERS.values():
+        for phase in ("get", "get_writes", "put_writes", "put", "list", "release"):
+            setattr(saver, phase, _collector.timed(f"saver.{phase}", getattr(saver, phase)))
+
+        def on_statement(*_: Any) -> None:
+            if _collector.current is not None:
+                _collector.sql[_collector.current] += 1
+
+        def on_commit(*_: Any) -> None:
+            if _collector.current is not None:
+                _collector.commits[_collector.current] += 1
+
+        event.listen(saver.engine, "before_cursor_execute", on_statement)
+        event.listen(saver.engine, "commit", on_commit)
+    setattr(  # noqa: B010 - instance attribute shadows the method on purpose
+        executor, "_send_node", _collector.timed("send_node", executor._send_node)
+    )
+    setattr(  # noqa: B010
+        executor, "_send_resume", _collector.timed("send_resume", executor._send_resume)
+    )
+
+
+@task_prerun.connect
+def _on_prerun(task: Any = None, **_: Any) -> None:
+    if not PROFILE or task is None:
+        return
+    kind = _collector.kind(str(task.name))
+    _collector.current = kind
+    _collector.started = time.perf_counter()
+    if kind is not None and kind != "bench.noop" and _collector.profiler is not None:
+        _collector.profiler.enable()
+
+
+@task_postrun.connect
+def _on_postrun(task: Any = None, **_: Any) -> None:
+    if not PROFILE or task is None:
+        return
+    kind = _collector.current
+    if kind is None:
+        return
+    if _collector.profiler is not None:
+        _collector.profiler.disable()
+    _collector.tasks[kind] += 1
+    _collector.body_s[kind] += time.perf_counter() - _collector.started
+    _collector.current = None
+
+
+@app.task(name="bench.stats")
+def stats(reset: bool = True) -> dict[str, Any]:
+    """What the profiling collected in this worker process (then forget it if ``reset``)."""
+    global _collector
+    report = _collector.report() if PROFILE else {"kinds": {}, "cprofile": "", "pid": os.getpid()}
+    if reset and PROFILE:
+        fresh = _Collector()
+        _collector.__dict__.update(fresh.__dict__)
+    return report
+
+
+if PROFILE:
+    _install_profiling()
