@@ -34,7 +34,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from celery import Celery
+from celery.app.base import Celery
 from celery.signals import task_postrun, task_prerun
 from sqlalchemy import event
 

@@ -300,6 +300,41 @@ def test_interruptible_action_that_lets_the_run_through(saver: BaseCheckpointSav
     assert action.ran == 1
 
 
+class AsyncApproval:
+    """Async interrupt() and async node taking (state, config)."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.configs: list[str | None] = []
+
+    async def interrupt(
+        self, node_id: str, state: AgentState, config: RunnableConfig
+    ) -> InterruptionMetadata | None:
+        self.asked += 1
+        await asyncio.sleep(0)
+        return InterruptionMetadata(node_id, state, "async approval")
+
+    async def __call__(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        self.configs.append(config.node_id)
+        return {"log": "approved"}
+
+
+def test_async_interruptible_action(saver: BaseCheckpointSaver) -> None:
+    action = AsyncApproval()
+    graph = StateGraph({"log": Channels.appender()})
+    graph.add_node("gate", action).add_edge(START, "gate").add_edge("gate", END)
+    compiled = graph.compile(CompileConfig(checkpoint_saver=saver))
+    nodes, result = run(compiled, {})
+    assert nodes == [START]
+    assert result.as_interruption_metadata().node_id == "gate"
+    assert result.as_interruption_metadata().reason == "async approval"
+    assert compiled.get_state(CFG).next == ("gate",)
+    final = compiled.invoke(GraphInput.resume(), CFG)
+    assert final.value("log") == ["approved"]
+    assert action.asked == 1
+    assert action.configs == ["gate"]
+
+
 # -- dynamic interrupts: GraphInterrupt ---------------------------------------------------------
 
 
@@ -458,16 +493,73 @@ def test_resume_on_empty_thread_is_graph_state_error(saver: BaseCheckpointSaver)
     assert list(saver.list("never-used")) == []
 
 
-def test_second_resume_of_the_same_parked_checkpoint(saver: BaseCheckpointSaver) -> None:
+@pytest.mark.parametrize("pinned", [False, True], ids=["thread-config", "checkpoint-config"])
+def test_second_resume_of_the_same_parked_checkpoint(
+    saver: BaseCheckpointSaver, pinned: bool
+) -> None:
+    """Two resumes of one parked checkpoint: the second (after the first completed) is a
+    GraphStateError, whether it names the thread or the parked checkpoint itself."""
     calls = Calls()
     graph = linear(saver, calls, interrupt_before=("b",))
     graph.invoke({}, CFG)
-    first = graph.invoke(GraphInput.resume(), CFG)
+    parked = graph.get_state(CFG)
+    config = parked.config if pinned else CFG
+    assert config is not None
+    first = graph.invoke(GraphInput.resume(), config)
     assert first.value("log") == ["a", "b", "c"]
+    history = len(graph.get_state_history(CFG))
     with pytest.raises(GraphStateError, match="nothing pending"):
-        graph.invoke(GraphInput.resume(), CFG)
+        graph.invoke(GraphInput.resume({"log": "again"}), config)
     assert calls.counts == {"a": 1, "b": 1, "c": 1}
     assert graph.get_state(CFG).values["log"] == ["a", "b", "c"]
+    assert len(graph.get_state_history(CFG)) == history
+    # forking from the parked checkpoint is still possible, explicitly: the fork stops before
+    # b again (a fork is not a resume), and resuming the thread then runs the branch
+    forked = graph.invoke(None, parked.config)
+    assert forked.value("log") == ["a"]
+    assert graph.get_state(CFG).next == ("b",)
+    assert calls.counts == {"a": 1, "b": 1, "c": 1}
+    assert graph.invoke(GraphInput.resume(), CFG).value("log") == ["a", "b", "c"]
+    assert calls.counts == {"a": 1, "b": 2, "c": 2}
+
+
+def test_resume_naming_the_latest_parked_checkpoint(saver: BaseCheckpointSaver) -> None:
+    graph = linear(saver, interrupt_before=("b",))
+    graph.invoke({}, CFG)
+    parked = graph.get_state(CFG)
+    assert parked.config is not None
+    final = graph.invoke(GraphInput.resume({"log": "h"}), parked.config)
+    assert final.value("log") == ["a", "h", "b", "c"]
+
+
+def test_resume_from_another_saver_handle(saver_factory: Any) -> None:
+    """Park with one saver handle, resume with a graph compiled on another (as another process
+    would)."""
+    calls = Calls()
+    first = linear(saver_factory(), calls, interrupt_before=("b",))
+    first.invoke({"x": 1}, CFG)
+    second = linear(saver_factory(), calls, interrupt_before=("b",))
+    assert second.get_state(CFG).next == ("b",)
+    final = second.invoke(GraphInput.resume({"x": 2}), CFG)
+    assert dict(final.data) == {"log": ["a", "b", "c"], "x": 2}
+    assert calls.counts == {"a": 1, "b": 1, "c": 1}
+    with pytest.raises(GraphStateError):
+        first.invoke(GraphInput.resume(), CFG)
+
+
+def test_unserializable_resume_update_leaves_the_thread_parked(
+    saver: BaseCheckpointSaver,
+) -> None:
+    from langgraph_celery import SerializationError
+
+    calls = Calls()
+    graph = linear(saver, calls, interrupt_before=("b",))
+    graph.invoke({}, CFG)
+    with pytest.raises(SerializationError, match="handle"):
+        graph.invoke(GraphInput.resume({"handle": object()}), CFG)
+    assert calls["b"] == 0
+    assert graph.get_state(CFG).next == ("b",)
+    assert graph.invoke(GraphInput.resume(), CFG).value("log") == ["a", "b", "c"]
 
 
 # -- failures ----------------------------------------------------------------------------------
@@ -516,6 +608,31 @@ def test_failed_node_then_resume_runs_the_failed_step(saver: BaseCheckpointSaver
     assert calls.counts == {"a": 1, "b": 3, "c": 1}
     with pytest.raises(GraphStateError):
         compiled.invoke(GraphInput.resume(), CFG)
+
+
+def test_failed_async_node_is_node_error_and_resumable(saver: BaseCheckpointSaver) -> None:
+    broken = {"on": True}
+
+    async def flaky(state: AgentState) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        if broken["on"]:
+            raise KeyError("missing")
+        return {"log": "flaky"}
+
+    graph = StateGraph({"log": Channels.appender()})
+    graph.add_node("a", appending("a")).add_node("flaky", flaky)
+    graph.add_edge(START, "a").add_edge("a", "flaky").add_edge("flaky", END)
+    compiled = graph.compile(CompileConfig(checkpoint_saver=saver))
+    with pytest.raises(NodeError) as info:
+        asyncio.run(compiled.ainvoke({}, CFG))
+    assert (info.value.node_id, info.value.error_type) == ("flaky", "KeyError")
+    assert isinstance(info.value.__cause__, KeyError)
+    assert compiled.get_state(CFG).next == ("flaky",)
+    broken["on"] = False
+    assert asyncio.run(compiled.ainvoke(GraphInput.resume(), CFG)).value("log") == [
+        "a",
+        "flaky",
+    ]
 
 
 def test_failed_parallel_node_keeps_sibling_update(saver: BaseCheckpointSaver) -> None:

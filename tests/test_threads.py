@@ -205,6 +205,10 @@ def test_get_state_latest_and_by_checkpoint_id(saver: BaseCheckpointSaver) -> No
 
     with pytest.raises(GraphStateError, match="nope"):
         graph.get_state(CFG.with_changes(checkpoint_id="nope"))
+    # a checkpoint id of another thread is not found through this thread
+    graph.invoke({}, RunnableConfig(thread_id="other"))
+    with pytest.raises(GraphStateError):
+        graph.get_state(RunnableConfig(thread_id="other", checkpoint_id=after_a.checkpoint_id))
     with pytest.raises(GraphStateError):
         graph.get_state(RunnableConfig(thread_id="empty"))
     assert graph.get_state_history(RunnableConfig(thread_id="empty")) == []

@@ -54,6 +54,7 @@ class MemorySaver(BaseCheckpointSaver):
         super().__init__(serializer)
         self._lock = threading.Lock()
         self._threads: dict[str, _Thread] = {}
+        self._runs: dict[str, str] = {}  # run_id -> thread_id
 
     # -- checkpoints -------------------------------------------------------------------------
 
@@ -87,6 +88,7 @@ class MemorySaver(BaseCheckpointSaver):
                 )
             thread.checkpoints[checkpoint.checkpoint_id] = stored
             thread.steps[step_key] = checkpoint.checkpoint_id
+            self._runs[checkpoint.run_id] = checkpoint.thread_id
         if created_at is checkpoint.created_at:
             return checkpoint
         return dataclasses.replace(checkpoint, created_at=created_at)
@@ -110,14 +112,14 @@ class MemorySaver(BaseCheckpointSaver):
 
     def thread_of_run(self, run_id: str) -> str | None:
         with self._lock:
-            for thread_id, thread in self._threads.items():
-                if any(key[0] == run_id for key in thread.steps):
-                    return thread_id
-        return None
+            return self._runs.get(run_id)
 
     def release(self, thread_id: str) -> Sequence[Checkpoint]:
         with self._lock:
             thread = self._threads.pop(thread_id, None)
+            if thread is not None:
+                for run_id, _step in thread.steps:
+                    self._runs.pop(run_id, None)
         if thread is None:
             return []
         return [self._load(thread_id, stored) for stored in reversed(thread.checkpoints.values())]

@@ -214,6 +214,16 @@ class Engine:
                 f"thread {thread_id!r} has nothing pending to resume (its last run completed); "
                 "start a new run with GraphInput.args(...)"
             )
+        if config.checkpoint_id is not None:
+            latest = self.saver.get(thread_id)
+            if latest is not None and latest.checkpoint_id != base.checkpoint_id:
+                # resumed (or superseded) already: resuming it again would run its nodes twice
+                raise GraphStateError(
+                    f"thread {thread_id!r} has nothing pending to resume at checkpoint "
+                    f"{base.checkpoint_id!r}: it was already resumed or superseded (the thread's "
+                    f"latest is {latest.checkpoint_id!r}); resume without a checkpoint_id, or "
+                    "fork from it with invoke(None, config)"
+                )
         return self._continue(base, config, source="resume", resumed=True, update=update)
 
     def _continue(

@@ -1,0 +1,791 @@
+"""Celery benchmark: langgraph_celery runs on a real worker against bare Celery chains.
+
+Everything runs side by side on ONE Redis (broker and result backend, db 14, flushed before and
+after) and ONE worker process, started here as
+``celery -A bench.celery_bench_app worker -P prefork -c 1`` (plus ``--without-gossip
+--without-mingle --without-heartbeat``, which only silence cluster chatter), which serves both
+the bare tasks and our node tasks; see ``bench/celery_bench_app.py`` for the app and graphs.
+Checkpoints go to PostgreSQL (database ``lgc_bench``, created if missing, with tables under a
+unique prefix dropped at the end) or, for comparison, to a SQLite file in a temporary folder.
+
+1. ``chain``: a 30-node chain graph (``invoke`` from the client, a fresh thread per run) against
+   a bare Celery ``chain`` of 30 no-op tasks (``chain(noop.s({}), noop.s(), ...)
+   .apply_async().get()``); each run timed end to end in the client, the variants interleaved
+   (order rotating per round), median over the rounds.  Also the median split of our runs into
+   *head* (client call to the input checkpoint), *span* (input checkpoint to last checkpoint, the
+   worker pipeline, from the checkpoints' ``created_at``) and *tail* (last checkpoint to the
+   client returning: detection by polling and settling).
+2. ``concurrent``: 40 runs of a 2-node graph started with ``graph.start(...)`` then each
+   ``RunHandle.wait()``-ed, against 40 bare 2-task chains (``apply_async`` 40 then ``get`` each);
+   total wall time, median over interleaved rounds.
+3. ``resume``: ``a -> (interrupt_before b) -> b``; the run is parked, then the time from just
+   before ``graph.invoke(GraphInput.resume(), cfg)`` (``time.time()`` in the client) to the start
+   of node ``b`` in the worker (``b`` returns ``time.time()`` in its update); p50 and p95.  Split
+   into client preparation (until the resume task is sent, by wrapping the executor's
+   ``_send_resume`` in the client) and send-to-start.  Reference: the bare send-to-start latency
+   of one task (``bench.stamp`` returns ``time.time()`` at its start).
+
+Then (unless ``--no-profile``) a worker restarted with ``LGC_BENCH_PROFILE=1`` times the phases of
+each task body (saver calls, sends) and counts SQL statements and commits per task, the client
+counts its own statements and polls per run, and a third worker (``LGC_BENCH_CPROFILE=1``) runs
+node task bodies under cProfile (written to ``--cprofile-out``).
+
+Run ``python -m bench.celery_bench`` from the repository root (``--quick`` for a smoke run,
+``--json PATH`` to save the figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as dist_version
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import redis
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import Engine, make_url
+
+ROOT = Path(__file__).resolve().parent.parent
+REDIS_SERVER = os.environ.get("LGC_BENCH_REDIS_SERVER", "redis://127.0.0.1:6379")
+REDIS_DB = 14
+PG_ADMIN_URL = os.environ.get(
+    "LGC_BENCH_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+PG_DATABASE = "lgc_bench"
+CONCURRENT_RUNS = 40
+TARGET_RATIO = 1.3
+TARGET_RESUME_P50_MS = 20.0
+KINDS = ("pg", "sqlite")
+KIND_LABEL = {"pg": "PostgreSQL", "sqlite": "SQLite"}
+
+
+# -- small helpers --------------------------------------------------------------------------------
+
+
+def _version(dist: str) -> str:
+    try:
+        return dist_version(dist)
+    except PackageNotFoundError:
+        return "?"
+
+
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _p95(values: Sequence[float]) -> float:
+    if len(values) < 2:
+        return values[0] if values else float("nan")
+    return statistics.quantiles(values, n=20, method="inclusive")[18]
+
+
+def _thread(tag: str) -> str:
+    return f"bench-{tag}-{uuid.uuid4().hex[:12]}"
+
+
+# -- services -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Services:
+    redis_url: str
+    pg_url: str
+    sqlite_url: str
+    table_prefix: str
+    tmpdir: Path
+    pg_version: str = ""
+    sqlite_version: str = ""
+
+    def env(self) -> dict[str, str]:
+        return {
+            "LGC_BENCH_REDIS_URL": self.redis_url,
+            "LGC_BENCH_PG_URL": self.pg_url,
+            "LGC_BENCH_SQLITE_URL": self.sqlite_url,
+            "LGC_BENCH_TABLE_PREFIX": self.table_prefix,
+        }
+
+
+def _flush_redis(url: str) -> None:
+    client = redis.Redis.from_url(url)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
+def prepare_services() -> Services:
+    redis_url = f"{REDIS_SERVER}/{REDIS_DB}"
+    _flush_redis(redis_url)
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            exists = conn.execute(
+                text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": PG_DATABASE}
+            ).first()
+            if exists is None:
+                conn.execute(text(f'CREATE DATABASE "{PG_DATABASE}"'))
+            pg_version = str(conn.execute(text("SHOW server_version")).scalar())
+    finally:
+        admin.dispose()
+    pg_url = make_url(PG_ADMIN_URL).set(database=PG_DATABASE).render_as_string(False)
+    tmpdir = Path(tempfile.mkdtemp(prefix="lgc-celery-bench-"))
+    import sqlite3
+
+    return Services(
+        redis_url=redis_url,
+        pg_url=pg_url,
+        sqlite_url=f"sqlite:///{tmpdir / 'bench.db'}",
+        table_prefix=f"lgcb_{uuid.uuid4().hex[:8]}_",
+        tmpdir=tmpdir,
+        pg_version=pg_version,
+        sqlite_version=sqlite3.sqlite_version,
+    )
+
+
+def cleanup_services(services: Services) -> None:
+    engine = create_engine(services.pg_url)
+    try:
+        with engine.begin() as conn:
+            for table in ("writes", "checkpoints"):
+                conn.execute(text(f'DROP TABLE IF EXISTS "{services.table_prefix}{table}"'))
+    finally:
+        engine.dispose()
+    shutil.rmtree(services.tmpdir, ignore_errors=True)
+    _flush_redis(services.redis_url)
+
+
+# -- the worker -----------------------------------------------------------------------------------
+
+
+class Worker:
+    """One ``celery worker -P prefork -c 1`` subprocess on the bench app."""
+
+    def __init__(self, services: Services, extra_env: dict[str, str], log_name: str) -> None:
+        self.log_path = services.tmpdir / log_name
+        env = dict(os.environ)
+        env.update(services.env())
+        env.update(extra_env)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "bench.celery_bench_app",
+            "worker",
+            "-P",
+            "prefork",
+            "-c",
+            "1",
+            "-l",
+            "warning",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-n",
+            f"lgc-bench-{uuid.uuid4().hex[:6]}@%h",
+        ]
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def wait_ready(self, bench_app: ModuleType, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        pending = bench_app.ping.apply_async()
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the worker exited ({self.process.returncode}):\n{self.tail()}")
+            with contextlib.suppress(Exception):
+                if pending.get(timeout=0.5) == "pong":
+                    return
+        raise RuntimeError(f"the worker was not ready after {timeout} s:\n{self.tail()}")
+
+    def tail(self, lines: int = 40) -> str:
+        self._log.flush()
+        text_ = self.log_path.read_text(errors="replace")
+        return "\n".join(text_.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        self._log.close()
+
+
+@contextlib.contextmanager
+def running_worker(
+    services: Services, bench_app: ModuleType, extra_env: dict[str, str], log_name: str
+) -> Iterator[Worker]:
+    worker = Worker(services, extra_env, log_name)
+    try:
+        worker.wait_ready(bench_app)
+        yield worker
+    finally:
+        worker.stop()
+
+
+# -- runs -----------------------------------------------------------------------------------------
+
+
+def _cfg(thread_id: str) -> Any:
+    from langgraph_celery import RunnableConfig
+
+    return RunnableConfig(thread_id=thread_id)
+
+
+def ours_chain_once(bench_app: ModuleType, kind: str) -> tuple[float, dict[str, float]]:
+    """One chain run via ``invoke``: seconds end to end, and its head/span/tail split."""
+    graph = bench_app.GRAPHS[f"chain_{kind}"]
+    thread_id = _thread(f"chain-{kind}")
+    started = time.time()
+    t0 = time.perf_counter()
+    state = graph.invoke({"count": 0}, _cfg(thread_id))
+    elapsed = time.perf_counter() - t0
+    ended = started + elapsed
+    if state["count"] != bench_app.CHAIN_LENGTH:
+        raise AssertionError(f"chain run ended with count {state['count']}")
+    checkpoints = bench_app.SAVERS[kind].list(thread_id)  # newest first, outside the timing
+    first = checkpoints[-1].created_at.timestamp()
+    last = checkpoints[0].created_at.timestamp()
+    split = {"head": first - started, "span": last - first, "tail": ended - last}
+    return elapsed, split
+
+
+def bare_chain_once(bench_app: ModuleType, length: int) -> float:
+    from celery import chain
+
+    noop = bench_app.noop
+    t0 = time.perf_counter()
+    result = chain(noop.s({}), *(noop.s() for _ in range(length - 1))).apply_async()
+    value = result.get(timeout=120)
+    elapsed = time.perf_counter() - t0
+    if value != {"count": length}:
+        raise AssertionError(f"bare chain returned {value!r}")
+    return elapsed
+
+
+def ours_concurrent_once(bench_app: ModuleType, kind: str, runs: int) -> float:
+    graph = bench_app.GRAPHS[f"pair_{kind}"]
+    t0 = time.perf_counter()
+    handles = [graph.start({"count": 0}, _cfg(_thread(f"pair-{kind}"))) for _ in range(runs)]
+    results = [handle.wait(timeout=120) for handle in handles]
+    elapsed = time.perf_counter() - t0
+    for result in results:
+        if not result.is_state_data() or result.as_state_data()["count"] != 2:
+            raise AssertionError(f"a 2-node run ended with {result!r}")
+    return elapsed
+
+
+def bare_concurrent_once(bench_app: ModuleType, runs: int) -> float:
+    from celery import chain
+
+    noop = bench_app.noop
+    t0 = time.perf_counter()
+    pending = [chain(noop.s({}), noop.s()).apply_async() for _ in range(runs)]
+    values = [result.get(timeout=120) for result in pending]
+    elapsed = time.perf_counter() - t0
+    if any(value != {"count": 2} for value in values):
+        raise AssertionError("a bare 2-task chain returned something else")
+    return elapsed
+
+
+@dataclass
+class ResumeTrial:
+    total: float  # client call -> b starts (s)
+    prep: float  # client call -> resume task sent (s)
+    hop: float  # resume task sent -> b starts (s)
+
+
+def resume_once(bench_app: ModuleType, kind: str, sent_at: list[float]) -> ResumeTrial:
+    from langgraph_celery import GraphInput
+
+    graph = bench_app.GRAPHS[f"resume_{kind}"]
+    cfg = _cfg(_thread(f"resume-{kind}"))
+    parked = graph.invoke({"count": 0}, cfg)
+    if parked["count"] != 1 or "b_started" in parked.data:
+        raise AssertionError(f"the run did not park before b: {parked!r}")
+    sent_at.clear()
+    t0 = time.time()
+    final = graph.invoke(GraphInput.resume(), cfg)
+    b_started = float(final["b_started"])
+    if final["count"] != 2 or len(sent_at) != 1:
+        raise AssertionError(f"the resumed run ended with {final!r}")
+    return ResumeTrial(total=b_started - t0, prep=sent_at[0] - t0, hop=b_started - sent_at[0])
+
+
+def bare_hop_once(bench_app: ModuleType) -> float:
+    t0 = time.time()
+    started = float(bench_app.stamp.apply_async().get(timeout=30))
+    return started - t0
+
+
+# -- scenarios ------------------------------------------------------------------------------------
+
+
+@dataclass
+class ChainFigures:
+    rounds: int
+    ours_ms: dict[str, float]  # kind -> median ms/run
+    bare_ms: float
+    ours_split_ms: dict[str, dict[str, float]]  # kind -> head/span/tail medians
+    samples_ms: dict[str, list[float]] = field(default_factory=dict)
+
+
+def scenario_chain(bench_app: ModuleType, rounds: int, warmup: int) -> ChainFigures:
+    length = bench_app.CHAIN_LENGTH
+    for _ in range(warmup):
+        for kind in KINDS:
+            ours_chain_once(bench_app, kind)
+        bare_chain_once(bench_app, length)
+    variants = ["bare", *KINDS]
+    samples: dict[str, list[float]] = {v: [] for v in variants}
+    splits: dict[str, list[dict[str, float]]] = {kind: [] for kind in KINDS}
+    for round_no in range(rounds):
+        shift = round_no % len(variants)
+        for variant in variants[shift:] + variants[:shift]:
+            if variant == "bare":
+                samples[variant].append(bare_chain_once(bench_app, length))
+            else:
+                elapsed, split = ours_chain_once(bench_app, variant)
+                samples[variant].append(elapsed)
+                splits[variant].append(split)
+    return ChainFigures(
+        rounds=rounds,
+        ours_ms={kind: 1000 * _median(samples[kind]) for kind in KINDS},
+        bare_ms=1000 * _median(samples["bare"]),
+        ours_split_ms={
+            kind: {
+                part: 1000 * _median([s[part] for s in splits[kind]])
+                for part in ("head", "span", "tail")
+            }
+            for kind in KINDS
+        },
+        samples_ms={v: [1000 * s for s in samples[v]] for v in variants},
+    )
+
+
+@dataclass
+class ConcurrentFigures:
+    rounds: int
+    runs: int
+    ours_ms: dict[str, float]
+    bare_ms: float
+    samples_ms: dict[str, list[float]] = field(default_factory=dict)
+
+
+def scenario_concurrent(bench_app: ModuleType, rounds: int, runs: int) -> ConcurrentFigures:
+    ours_concurrent_once(bench_app, "pg", 4)
+    ours_concurrent_once(bench_app, "sqlite", 4)
+    bare_concurrent_once(bench_app, 4)
+    variants = ["bare", *KINDS]
+    samples: dict[str, list[float]] = {v: [] for v in variants}
+    for round_no in range(rounds):
+        shift = round_no % len(variants)
+        for variant in variants[shift:] + variants[:shift]:
+            if variant == "bare":
+                samples[variant].append(bare_concurrent_once(bench_app, runs))
+            else:
+                samples[variant].append(ours_concurrent_once(bench_app, variant, runs))
+    return ConcurrentFigures(
+        rounds=rounds,
+        runs=runs,
+        ours_ms={kind: 1000 * _median(samples[kind]) for kind in KINDS},
+        bare_ms=1000 * _median(samples["bare"]),
+        samples_ms={v: [1000 * s for s in samples[v]] for v in variants},
+    )
+
+
+@dataclass
+class ResumeFigures:
+    trials: int
+    p50_ms: dict[str, float]
+    p95_ms: dict[str, float]
+    prep_p50_ms: dict[str, float]
+    hop_p50_ms: dict[str, float]
+    bare_hop_p50_ms: float
+    bare_hop_p95_ms: float
+    samples_ms: dict[str, list[float]] = field(default_factory=dict)
+
+
+def scenario_resume(bench_app: ModuleType, trials: int) -> ResumeFigures:
+    sent_at: list[float] = []
+    executor = bench_app.executor
+    send = executor._send_resume
+
+    def recording_send(envelope: Any) -> None:
+        sent_at.append(time.time())
+        send(envelope)
+
+    setattr(executor, "_send_resume", recording_send)  # noqa: B010 - instance shadowing
+    try:
+        for kind in KINDS:
+            resume_once(bench_app, kind, sent_at)
+        bare_hop_once(bench_app)
+        results: dict[str, list[ResumeTrial]] = {kind: [] for kind in KINDS}
+        hops: list[float] = []
+        for _ in range(trials):
+            for kind in KINDS:
+                results[kind].append(resume_once(bench_app, kind, sent_at))
+            hops.append(bare_hop_once(bench_app))
+    finally:
+        del executor._send_resume
+    return ResumeFigures(
+        trials=trials,
+        p50_ms={k: 1000 * _median([t.total for t in results[k]]) for k in KINDS},
+        p95_ms={k: 1000 * _p95([t.total for t in results[k]]) for k in KINDS},
+        prep_p50_ms={k: 1000 * _median([t.prep for t in results[k]]) for k in KINDS},
+        hop_p50_ms={k: 1000 * _median([t.hop for t in results[k]]) for k in KINDS},
+        bare_hop_p50_ms=1000 * _median(hops),
+        bare_hop_p95_ms=1000 * _p95(hops),
+        samples_ms={
+            **{k: [1000 * t.total for t in results[k]] for k in KINDS},
+            "bare_hop": [1000 * h for h in hops],
+        },
+    )
+
+
+# -- profiling ------------------------------------------------------------------------------------
+
+
+class _ClientCounter:
+    """Counts the client's SQL statements and saver calls (polls) while ``active``."""
+
+    def __init__(self, engine: Engine, saver: Any) -> None:
+        self.engine = engine
+        self.saver = saver
+        self.active = False
+        self.statements = 0
+        self.calls: dict[str, int] = {}
+        event.listen(engine, "before_cursor_execute", self._on_statement)
+        for name in ("get", "get_writes", "put_writes", "put", "list"):
+            setattr(saver, name, self._counting(name, getattr(saver, name)))
+
+    def _on_statement(self, *_: Any) -> None:
+        if self.active:
+            self.statements += 1
+
+    def _counting(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if self.active:
+                self.calls[name] = self.calls.get(name, 0) + 1
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    def close(self) -> None:
+        event.remove(self.engine, "before_cursor_execute", self._on_statement)
+        for name in ("get", "get_writes", "put_writes", "put", "list"):
+            with contextlib.suppress(AttributeError):
+                delattr(self.saver, name)
+
+
+@dataclass
+class ProfileFigures:
+    runs: int
+    worker: dict[str, Any]  # bench.stats report (kinds)
+    client_per_run: dict[str, dict[str, float]]  # kind -> statements / saver calls per run
+    cprofile_path: str = ""
+    cprofile_head: str = ""
+
+
+def profile_pass(
+    services: Services, bench_app: ModuleType, runs: int, cprofile_out: Path | None
+) -> ProfileFigures:
+    length = bench_app.CHAIN_LENGTH
+    with running_worker(services, bench_app, {"LGC_BENCH_PROFILE": "1"}, "worker-profile.log"):
+        for kind in KINDS:
+            ours_chain_once(bench_app, kind)
+        bare_chain_once(bench_app, length)
+        bench_app.stats.apply_async(kwargs={"reset": True}).get(timeout=30)
+        client: dict[str, dict[str, float]] = {}
+        for kind in KINDS:
+            saver = bench_app.SAVERS[kind]
+            counter = _ClientCounter(saver.engine, saver)
+            try:
+                counter.active = True
+                for _ in range(runs):
+                    ours_chain_once(bench_app, kind)
+                counter.active = False
+            finally:
+                counter.close()
+            client[kind] = {"sql_statements": counter.statements / runs}
+            client[kind].update({f"saver.{k}": v / runs for k, v in sorted(counter.calls.items())})
+        for _ in range(runs):
+            bare_chain_once(bench_app, length)
+        report = bench_app.stats.apply_async(kwargs={"reset": True}).get(timeout=30)
+    figures = ProfileFigures(runs=runs, worker=report["kinds"], client_per_run=client)
+    if cprofile_out is not None:
+        env = {"LGC_BENCH_PROFILE": "1", "LGC_BENCH_CPROFILE": "1"}
+        with running_worker(services, bench_app, env, "worker-cprofile.log"):
+            ours_chain_once(bench_app, "pg")
+            bench_app.stats.apply_async(kwargs={"reset": True}).get(timeout=30)
+            for _ in range(runs):
+                ours_chain_once(bench_app, "pg")
+            report = bench_app.stats.apply_async(kwargs={"reset": True}).get(timeout=30)
+        cprofile_out.parent.mkdir(parents=True, exist_ok=True)
+        cprofile_out.write_text(report["cprofile"])
+        figures.cprofile_path = str(cprofile_out)
+        figures.cprofile_head = "\n".join(report["cprofile"].splitlines()[:45])
+    return figures
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    environment: dict[str, Any]
+    chain: ChainFigures
+    concurrent: ConcurrentFigures
+    resume: ResumeFigures
+    profile: ProfileFigures | None
+    targets: dict[str, bool]
+
+
+def _met(ok: bool) -> str:
+    return "yes" if ok else "NO"
+
+
+def render(report: Report) -> str:
+    env = report.environment
+    chain_, conc, res = report.chain, report.concurrent, report.resume
+    length = env["chain_length"]
+    lines = [
+        "langgraph_celery on Celery vs bare Celery",
+        f"Python {env['python']} ({env['implementation']}), Celery {env['celery']}, "
+        f"kombu {env['kombu']}, redis-py {env['redis_py']}, SQLAlchemy {env['sqlalchemy']}, "
+        f"psycopg {env['psycopg']}",
+        f"PostgreSQL {env['postgresql']}, SQLite {env['sqlite']}, Redis {env['redis_server']} "
+        f"(db {REDIS_DB}), {env['cpus']} CPUs, {env['platform']}",
+        "one worker: celery -A bench.celery_bench_app worker -P prefork -c 1",
+        "",
+        f"{'figure':<46}{'ours PG':>10}{'ours SQLite':>13}{'bare':>9}"
+        f"{'PG/bare':>9}{'target':>9}{'met':>5}",
+        "-" * 101,
+    ]
+
+    def row(label: str, pg: float, lite: float, bare: float | None, target: str, met: str) -> None:
+        bare_s = f"{bare:9.2f}" if bare is not None else " " * 9
+        ratio = f"{pg / bare:9.2f}" if bare else " " * 9
+        lines.append(f"{label:<46}{pg:10.2f}{lite:13.2f}{bare_s}{ratio}{target:>9}{met:>5}")
+
+    c_pg, c_lite = chain_.ours_ms["pg"], chain_.ours_ms["sqlite"]
+    row(
+        f"1. chain of {length}: ms/run (median, {chain_.rounds} rounds)",
+        c_pg,
+        c_lite,
+        chain_.bare_ms,
+        f"<={TARGET_RATIO}",
+        _met(report.targets["chain_ratio"]),
+    )
+    row(
+        "   ms/step",
+        c_pg / length,
+        c_lite / length,
+        chain_.bare_ms / length,
+        "",
+        "",
+    )
+    lines.append(f"   (SQLite/bare {c_lite / chain_.bare_ms:.2f})")
+    for part in ("head", "span", "tail"):
+        row(
+            f"   ours split: {part} ms (median)",
+            chain_.ours_split_ms["pg"][part],
+            chain_.ours_split_ms["sqlite"][part],
+            None,
+            "",
+            "",
+        )
+    row(
+        f"2. {conc.runs} concurrent 2-node runs: total ms",
+        conc.ours_ms["pg"],
+        conc.ours_ms["sqlite"],
+        conc.bare_ms,
+        f"<={TARGET_RATIO}",
+        _met(report.targets["concurrent_ratio"]),
+    )
+    lines.append(
+        f"   ({conc.rounds} rounds; SQLite/bare {conc.ours_ms['sqlite'] / conc.bare_ms:.2f})"
+    )
+    row(
+        f"3. resume -> b starts: p50 ms ({res.trials} trials)",
+        res.p50_ms["pg"],
+        res.p50_ms["sqlite"],
+        res.bare_hop_p50_ms,
+        f"<{TARGET_RESUME_P50_MS:g}ms",
+        _met(report.targets["resume_p50"]),
+    )
+    row("   p95 ms", res.p95_ms["pg"], res.p95_ms["sqlite"], res.bare_hop_p95_ms, "", "")
+    row(
+        "   client prep (call -> resume sent) p50",
+        res.prep_p50_ms["pg"],
+        res.prep_p50_ms["sqlite"],
+        None,
+        "",
+        "",
+    )
+    row(
+        "   resume sent -> b starts p50",
+        res.hop_p50_ms["pg"],
+        res.hop_p50_ms["sqlite"],
+        None,
+        "",
+        "",
+    )
+    lines.append("   (bare column of 3.: one bare task, apply_async -> body starts)")
+    if report.profile is not None:
+        lines += ["", *render_profile(report.profile, length)]
+    return "\n".join(lines)
+
+
+def render_profile(profile: ProfileFigures, length: int) -> list[str]:
+    lines = [
+        f"Profile (worker with LGC_BENCH_PROFILE=1, {profile.runs} runs of each; per task, "
+        "prerun->postrun = body + result store + chain send):",
+    ]
+    for kind, data in sorted(profile.worker.items()):
+        phases = ", ".join(
+            f"{name} {p['calls']:.2f}x {p['ms']:.3f}ms" for name, p in data["phases"].items()
+        )
+        lines.append(
+            f"  {kind:<24} {data['tasks']:5d} tasks  body {data['body_ms']:.3f} ms  "
+            f"SQL {data['sql_statements']:.2f} stmts, {data['commits']:.2f} commits"
+        )
+        if phases:
+            lines.append(f"  {'':<24} {phases}")
+    for kind, counts in profile.client_per_run.items():
+        per_run = ", ".join(f"{k} {v:.1f}" for k, v in counts.items())
+        lines.append(f"  client per {length}-node run ({kind}): {per_run}")
+    if profile.cprofile_path:
+        lines.append(f"  cProfile of node task bodies (PG): {profile.cprofile_path}")
+    return lines
+
+
+# -- main -----------------------------------------------------------------------------------------
+
+
+def environment(services: Services, bench_app: ModuleType) -> dict[str, Any]:
+    client = redis.Redis.from_url(services.redis_url)
+    try:
+        redis_server = str(client.info("server").get("redis_version", "?"))
+    finally:
+        client.close()
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "celery": _version("celery"),
+        "kombu": _version("kombu"),
+        "redis_py": _version("redis"),
+        "sqlalchemy": _version("SQLAlchemy"),
+        "psycopg": _version("psycopg"),
+        "langgraph_celery": _version("langgraph-celery"),
+        "postgresql": services.pg_version,
+        "sqlite": services.sqlite_version,
+        "redis_server": redis_server,
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(terse=True),
+        "chain_length": bench_app.CHAIN_LENGTH,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: few repetitions")
+    parser.add_argument("--json", type=Path, help="save the figures to this JSON file")
+    parser.add_argument("--no-profile", action="store_true", help="skip the profiling passes")
+    parser.add_argument(
+        "--cprofile-out",
+        type=Path,
+        default=None,
+        help="where to write the worker's cProfile text (default: next to --json, or skipped)",
+    )
+    args = parser.parse_args(argv)
+    quick: bool = args.quick
+    rounds, warmup = (3, 1) if quick else (40, 3)
+    conc_rounds = 2 if quick else 9
+    trials = 5 if quick else 40
+    profile_runs = 3 if quick else 20
+
+    services = prepare_services()
+    os.environ.update(services.env())
+    for key in ("LGC_BENCH_PROFILE", "LGC_BENCH_CPROFILE"):
+        os.environ.pop(key, None)
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    try:
+        bench_app = importlib.import_module("bench.celery_bench_app")
+        for saver in bench_app.SAVERS.values():
+            saver.setup()  # tables exist before the worker races for them
+        env = environment(services, bench_app)
+        print(
+            f"Celery bench: {'quick' if quick else 'full'} run; tables {services.table_prefix}*; "
+            f"worker logs in {services.tmpdir}",
+            file=sys.stderr,
+        )
+        with running_worker(services, bench_app, {}, "worker.log"):
+            print("1. chain ...", file=sys.stderr)
+            chain_ = scenario_chain(bench_app, rounds, warmup)
+            print("2. concurrent ...", file=sys.stderr)
+            conc = scenario_concurrent(bench_app, conc_rounds, CONCURRENT_RUNS)
+            print("3. resume ...", file=sys.stderr)
+            res = scenario_resume(bench_app, trials)
+        profile = None
+        if not args.no_profile:
+            print("profiling ...", file=sys.stderr)
+            cprofile_out = args.cprofile_out
+            if cprofile_out is None and args.json is not None:
+                cprofile_out = args.json.with_suffix(".cprofile.txt")
+            profile = profile_pass(services, bench_app, profile_runs, cprofile_out)
+        report = Report(
+            environment=env,
+            chain=chain_,
+            concurrent=conc,
+            resume=res,
+            profile=profile,
+            targets={
+                "chain_ratio": chain_.ours_ms["pg"] / chain_.bare_ms <= TARGET_RATIO,
+                "concurrent_ratio": conc.ours_ms["pg"] / conc.bare_ms <= TARGET_RATIO,
+                "resume_p50": res.p50_ms["pg"] < TARGET_RESUME_P50_MS,
+            },
+        )
+        print(render(report))
+        if args.json is not None:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(asdict(report), indent=2) + "\n")
+        return 0
+    finally:
+        for saver in getattr(sys.modules.get("bench.celery_bench_app"), "SAVERS", {}).values():
+            saver.dispose()
+        cleanup_services(services)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
