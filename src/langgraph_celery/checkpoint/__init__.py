@@ -5,8 +5,10 @@ from __future__ import annotations
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
+    CheckpointView,
     PendingTask,
     PendingWrite,
+    Timer,
 )
 from langgraph_celery.checkpoint.memory import MemorySaver
 from langgraph_celery.checkpoint.sql import SqlSaver
@@ -16,8 +18,10 @@ __all__ = [
     "BaseCheckpointSaver",
     "Checkpoint",
     "CheckpointConflictError",
+    "CheckpointView",
     "MemorySaver",
     "PendingTask",
     "PendingWrite",
     "SqlSaver",
+    "Timer",
 ]

@@ -60,6 +60,9 @@ DEFAULT_TABLE_PREFIX = "lgc_"
 CHECKPOINTS_TABLE = "checkpoints"
 #: Name (after the prefix) of the pending-writes table.
 WRITES_TABLE = "writes"
+#: Name (after the prefix) of the timers table: one row per thread with an active or parked run
+#: that the beat reaper must check (``kind`` ``stall`` or ``deadline``), indexed by ``due_at``.
+TIMERS_TABLE = "timers"
 
 # Letters, digits and underscores, starting with a letter or underscore; short enough that the
 # longest derived name (constraint/index names) fits PostgreSQL's 63-character identifiers.
@@ -75,6 +78,7 @@ class Tables:
     metadata: MetaData
     checkpoints: Table
     writes: Table
+    timers: Table
 
 
 def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> Tables:
@@ -118,7 +122,17 @@ def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> Tables:
         Column("created_at", DateTime(timezone=True), nullable=False),
         PrimaryKeyConstraint("thread_id", "checkpoint_id", "task_id", name=f"{prefix}writes_pk"),
     )
-    return Tables(metadata=metadata, checkpoints=checkpoints, writes=writes)
+    timers = Table(
+        f"{prefix}{TIMERS_TABLE}",
+        metadata,
+        Column("thread_id", _ID, primary_key=True),
+        Column("run_id", _ID, nullable=False),
+        Column("graph_id", _ID, nullable=False),
+        Column("kind", String(16), nullable=False),
+        Column("due_at", DateTime(timezone=True), nullable=False),
+        Index(f"{prefix}timers_due_ix", "due_at"),
+    )
+    return Tables(metadata=metadata, checkpoints=checkpoints, writes=writes, timers=timers)
 
 
 def as_utc(value: datetime) -> datetime:

@@ -21,7 +21,14 @@ from typing import Any
 
 from langgraph_celery.serde import JsonSerializer, Serializer
 
-__all__ = ["BaseCheckpointSaver", "Checkpoint", "PendingTask", "PendingWrite"]
+__all__ = [
+    "BaseCheckpointSaver",
+    "Checkpoint",
+    "CheckpointView",
+    "PendingTask",
+    "PendingWrite",
+    "Timer",
+]
 
 
 def _utcnow() -> datetime:
@@ -55,6 +62,18 @@ class PendingWrite:
     task_id: str
     node: str
     update: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Timer:
+    """A thread the beat reaper must look at by ``due_at``: ``kind`` is ``"stall"`` (a run is
+    active: check that it progresses) or ``"deadline"`` (a parked run expires)."""
+
+    thread_id: str
+    run_id: str
+    graph_id: str
+    kind: str
+    due_at: datetime
 
 
 @dataclass(frozen=True)
@@ -119,6 +138,16 @@ class Checkpoint:
         )
 
 
+@dataclass(frozen=True)
+class CheckpointView:
+    """A checkpoint with its pending writes (and markers) and its parent's markers: what a
+    worker or a watching client needs about a thread's position, read in one go."""
+
+    checkpoint: Checkpoint | None
+    writes: dict[str, PendingWrite] = field(default_factory=dict)
+    parent_markers: dict[str, PendingWrite] = field(default_factory=dict)
+
+
 class BaseCheckpointSaver(abc.ABC):
     """Stores checkpoints and pending writes of threads.  Implementations must be thread-safe.
 
@@ -166,6 +195,38 @@ class BaseCheckpointSaver(abc.ABC):
     @abc.abstractmethod
     def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:
         """The pending writes recorded for the step starting at ``checkpoint_id``."""
+
+    def get_with_writes(self, thread_id: str, checkpoint_id: str | None = None) -> CheckpointView:
+        """The checkpoint (latest, or the one named), its writes by task id, and the writes of
+        its parent whose task ids start with ``__`` (markers).  Savers may do it in one trip."""
+        checkpoint = self.get(thread_id, checkpoint_id)
+        if checkpoint is None:
+            return CheckpointView(None)
+        writes = {w.task_id: w for w in self.get_writes(thread_id, checkpoint.checkpoint_id)}
+        parent: dict[str, PendingWrite] = {}
+        if checkpoint.parent_id is not None:
+            parent = {
+                w.task_id: w
+                for w in self.get_writes(thread_id, checkpoint.parent_id)
+                if w.task_id.startswith("__")
+            }
+        return CheckpointView(checkpoint, writes, parent)
+
+    # -- timers: the index of threads with an active or expiring run (one timer per thread) ----
+
+    def set_timer(
+        self, thread_id: str, run_id: str, graph_id: str, kind: str, due_at: datetime
+    ) -> None:
+        """Create or replace the thread's timer."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no timers")
+
+    def clear_timer(self, thread_id: str, run_id: str) -> None:
+        """Remove the thread's timer if it belongs to ``run_id`` (a newer run's timer stays)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no timers")
+
+    def due_timers(self, now: datetime, limit: int = 100) -> Sequence[Timer]:
+        """Timers due at ``now`` or earlier, earliest first."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no timers")
 
     def thread_of_run(self, run_id: str) -> str | None:
         """The thread a run belongs to (``None`` if no checkpoint of it is stored)."""

@@ -15,7 +15,12 @@ from datetime import datetime
 from typing import Any
 
 from langgraph_celery.checkpoint._schema import as_utc
-from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, PendingWrite
+from langgraph_celery.checkpoint.base import (
+    BaseCheckpointSaver,
+    Checkpoint,
+    PendingWrite,
+    Timer,
+)
 from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.serde import Serializer
 
@@ -55,6 +60,7 @@ class MemorySaver(BaseCheckpointSaver):
         self._lock = threading.Lock()
         self._threads: dict[str, _Thread] = {}
         self._runs: dict[str, str] = {}  # run_id -> thread_id
+        self._timers: dict[str, Timer] = {}  # thread_id -> its timer
 
     # -- checkpoints -------------------------------------------------------------------------
 
@@ -110,6 +116,24 @@ class MemorySaver(BaseCheckpointSaver):
             rows = [] if thread is None else list(reversed(thread.checkpoints.values()))
         return [self._load(thread_id, stored) for stored in rows]
 
+    def set_timer(
+        self, thread_id: str, run_id: str, graph_id: str, kind: str, due_at: datetime
+    ) -> None:
+        with self._lock:
+            self._timers[thread_id] = Timer(thread_id, run_id, graph_id, kind, as_utc(due_at))
+
+    def clear_timer(self, thread_id: str, run_id: str) -> None:
+        with self._lock:
+            timer = self._timers.get(thread_id)
+            if timer is not None and timer.run_id == run_id:
+                del self._timers[thread_id]
+
+    def due_timers(self, now: datetime, limit: int = 100) -> Sequence[Timer]:
+        now = as_utc(now)
+        with self._lock:
+            due = [timer for timer in self._timers.values() if timer.due_at <= now]
+        return sorted(due, key=lambda timer: timer.due_at)[:limit]
+
     def thread_of_run(self, run_id: str) -> str | None:
         with self._lock:
             return self._runs.get(run_id)
@@ -117,6 +141,7 @@ class MemorySaver(BaseCheckpointSaver):
     def release(self, thread_id: str) -> Sequence[Checkpoint]:
         with self._lock:
             thread = self._threads.pop(thread_id, None)
+            self._timers.pop(thread_id, None)
             if thread is not None:
                 for run_id, _step in thread.steps:
                     self._runs.pop(run_id, None)

@@ -31,7 +31,13 @@ from langgraph_celery.checkpoint._schema import (
     build_tables,
     next_write_seq,
 )
-from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, PendingWrite
+from langgraph_celery.checkpoint.base import (
+    BaseCheckpointSaver,
+    Checkpoint,
+    CheckpointView,
+    PendingWrite,
+    Timer,
+)
 from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.serde import Serializer
 
@@ -70,6 +76,7 @@ class SqlSaver(BaseCheckpointSaver):
         else:
             self._engine = _create_engine(url_or_engine)
             self._owns_engine = True
+        self._autocommit_engine = self._engine.execution_options(isolation_level="AUTOCOMMIT")
         # An in-memory SQLite database is one connection shared by every thread: take turns.
         serial_lock = threading.RLock() if _is_sqlite_memory(self._engine.url) else None
         self._serial: Callable[[], AbstractContextManager[Any]] = (
@@ -133,7 +140,7 @@ class SqlSaver(BaseCheckpointSaver):
             body=body,
         )
         try:
-            with self._begin() as conn:
+            with self._autocommit() as conn:
                 conn.execute(statement)
         except IntegrityError as exc:
             if not _is_unique_violation(exc):
@@ -150,7 +157,7 @@ class SqlSaver(BaseCheckpointSaver):
             query = query.order_by(table.c.seq.desc()).limit(1)
         else:
             query = query.where(table.c.checkpoint_id == checkpoint_id)
-        with self._begin() as conn:
+        with self._autocommit() as conn:
             row = conn.execute(query).first()
         return None if row is None else self._load(thread_id, row)
 
@@ -161,14 +168,56 @@ class SqlSaver(BaseCheckpointSaver):
             .where(table.c.thread_id == thread_id)
             .order_by(table.c.seq.desc())
         )
-        with self._begin() as conn:
+        with self._autocommit() as conn:
             rows = conn.execute(query).all()
         return [self._load(thread_id, row) for row in rows]
+
+    def set_timer(
+        self, thread_id: str, run_id: str, graph_id: str, kind: str, due_at: datetime
+    ) -> None:
+        table = self._tables.timers
+        values = {"run_id": run_id, "graph_id": graph_id, "kind": kind, "due_at": as_utc(due_at)}
+        dialect = self._engine.dialect.name
+        module = postgresql if dialect == "postgresql" else sqlite if dialect == "sqlite" else None
+        with self._autocommit() as conn:
+            if module is not None:
+                statement = module.insert(table).values(thread_id=thread_id, **values)
+                conn.execute(
+                    statement.on_conflict_do_update(index_elements=["thread_id"], set_=values)
+                )
+                return
+            updated = conn.execute(
+                table.update().where(table.c.thread_id == thread_id).values(**values),
+                execution_options={"preserve_rowcount": True},
+            )
+            if not updated.rowcount:
+                conn.execute(table.insert().values(thread_id=thread_id, **values))
+
+    def clear_timer(self, thread_id: str, run_id: str) -> None:
+        table = self._tables.timers
+        with self._autocommit() as conn:
+            conn.execute(
+                table.delete().where(table.c.thread_id == thread_id, table.c.run_id == run_id)
+            )
+
+    def due_timers(self, now: datetime, limit: int = 100) -> Sequence[Timer]:
+        table = self._tables.timers
+        query = (
+            select(
+                table.c.thread_id, table.c.run_id, table.c.graph_id, table.c.kind, table.c.due_at
+            )
+            .where(table.c.due_at <= as_utc(now))
+            .order_by(table.c.due_at)
+            .limit(limit)
+        )
+        with self._autocommit() as conn:
+            rows = conn.execute(query).all()
+        return [Timer(r.thread_id, r.run_id, r.graph_id, r.kind, as_utc(r.due_at)) for r in rows]
 
     def thread_of_run(self, run_id: str) -> str | None:
         table = self._tables.checkpoints
         query = select(table.c.thread_id).where(table.c.run_id == run_id).limit(1)
-        with self._begin() as conn:
+        with self._autocommit() as conn:
             row = conn.execute(query).first()
         return None if row is None else str(row.thread_id)
 
@@ -193,6 +242,8 @@ class SqlSaver(BaseCheckpointSaver):
                         )
                     )
             conn.execute(delete(writes).where(writes.c.thread_id == thread_id))
+            timers = self._tables.timers
+            conn.execute(delete(timers).where(timers.c.thread_id == thread_id))
         rows = sorted(rows, key=lambda row: row.seq, reverse=True)
         return [self._load(thread_id, row) for row in rows]
 
@@ -218,17 +269,51 @@ class SqlSaver(BaseCheckpointSaver):
             ignoring = sqlite.insert(writes).values(values).on_conflict_do_nothing()
         if ignoring is not None:
             # rowcount is 0 when the key was there already (the statement did nothing).
-            with self._begin() as conn:
+            with self._autocommit() as conn:
                 result = conn.execute(ignoring.execution_options(preserve_rowcount=True))
                 return bool(result.rowcount == 1)
         try:
-            with self._begin() as conn:
+            with self._autocommit() as conn:
                 conn.execute(insert(writes).values(values))
         except IntegrityError as exc:
             if not _is_unique_violation(exc):
                 raise
             return False
         return True
+
+    def get_with_writes(self, thread_id: str, checkpoint_id: str | None = None) -> CheckpointView:
+        table, writes = self._tables.checkpoints, self._tables.writes
+        query = select(*self._checkpoint_columns()).where(table.c.thread_id == thread_id)
+        if checkpoint_id is None:
+            query = query.order_by(table.c.seq.desc()).limit(1)
+        else:
+            query = query.where(table.c.checkpoint_id == checkpoint_id)
+        with self._autocommit() as conn:
+            row = conn.execute(query).first()
+            if row is None:
+                return CheckpointView(None)
+            checkpoint = self._load(thread_id, row)
+            ids = [checkpoint.checkpoint_id]
+            if checkpoint.parent_id is not None:
+                ids.append(checkpoint.parent_id)
+            rows = conn.execute(
+                select(writes.c.checkpoint_id, writes.c.task_id, writes.c.node, writes.c.body)
+                .where(writes.c.thread_id == thread_id, writes.c.checkpoint_id.in_(ids))
+                .order_by(writes.c.seq, writes.c.task_id)
+            ).all()
+        own: dict[str, PendingWrite] = {}
+        parent: dict[str, PendingWrite] = {}
+        for write_row in rows:
+            mine = write_row.checkpoint_id == checkpoint.checkpoint_id
+            if not mine and not write_row.task_id.startswith("__"):
+                continue
+            write = PendingWrite(
+                task_id=write_row.task_id,
+                node=write_row.node,
+                update=dict(self.serializer.loads(write_row.body)),
+            )
+            (own if mine else parent)[write.task_id] = write
+        return CheckpointView(checkpoint, own, parent)
 
     def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:
         writes = self._tables.writes
@@ -237,7 +322,7 @@ class SqlSaver(BaseCheckpointSaver):
             .where(writes.c.thread_id == thread_id, writes.c.checkpoint_id == checkpoint_id)
             .order_by(writes.c.seq, writes.c.task_id)
         )
-        with self._begin() as conn:
+        with self._autocommit() as conn:
             rows = conn.execute(query).all()
         return [
             PendingWrite(
@@ -252,6 +337,14 @@ class SqlSaver(BaseCheckpointSaver):
     def _begin(self) -> Iterator[Any]:
         self.setup()
         with self._serial(), self._engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _autocommit(self) -> Iterator[Any]:
+        """A connection whose statements commit one by one: one round trip per statement, for
+        the calls made of a single statement (or of reads that need no snapshot)."""
+        self.setup()
+        with self._serial(), self._autocommit_engine.connect() as conn:
             yield conn
 
     def _checkpoint_columns(self) -> tuple[Any, ...]:

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from langgraph_celery import errors
-from langgraph_celery.checkpoint.base import Checkpoint
+from langgraph_celery.checkpoint.base import Checkpoint, CheckpointView
 from langgraph_celery.errors import GraphStateError
 from langgraph_celery.graph import _sync
+from langgraph_celery.graph._engine import _has_pending
 from langgraph_celery.graph._local import Outcome
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import (
@@ -54,23 +55,29 @@ class RunStatus:
         return self.status != RUNNING
 
 
-def read_status(runtime: GraphRuntime, checkpoint: Checkpoint | None) -> RunStatus:
+def status_of(view: CheckpointView) -> RunStatus:
+    """Where the run at ``view``'s checkpoint stands, from the checkpoint and its markers."""
+    checkpoint = view.checkpoint
     if checkpoint is None:
         return RunStatus(COMPLETED, None)
-    writes = {
-        w.task_id: w.update
-        for w in runtime.saver.get_writes(checkpoint.thread_id, checkpoint.checkpoint_id)
-    }
     for marker, status in (
         (names.CANCEL, CANCELLED),
         (names.ERROR, FAILED),
         (names.INTERRUPT, INTERRUPTED),
     ):
-        if marker in writes:
-            return RunStatus(status, checkpoint, dict(writes[marker]))
+        if marker in view.writes:
+            return RunStatus(status, checkpoint, dict(view.writes[marker].update))
     if not checkpoint.tasks and not checkpoint.extra.get("edges_pending"):
         return RunStatus(COMPLETED, checkpoint)
+    if names.CANCEL in view.parent_markers:
+        return RunStatus(CANCELLED, checkpoint, {})
     return RunStatus(RUNNING, checkpoint)
+
+
+def read_status(runtime: GraphRuntime, checkpoint: Checkpoint | None) -> RunStatus:
+    if checkpoint is None:
+        return RunStatus(COMPLETED, None)
+    return status_of(runtime.saver.get_with_writes(checkpoint.thread_id, checkpoint.checkpoint_id))
 
 
 def _error_from(marker: dict[str, Any]) -> errors.GraphError:
@@ -101,13 +108,19 @@ class CelerySource:
         runtime = self.runtime
         engine = runtime.engine
         thread_id = engine.require_thread(config)
-        latest = runtime.saver.get(thread_id)
-        status = read_status(runtime, latest)
+        view = runtime.saver.get_with_writes(thread_id)
+        latest, status = view.checkpoint, status_of(view)
         if latest is not None and config.checkpoint_id is None:
             if status.status == RUNNING:
                 raise GraphStateError(
                     f"thread {thread_id!r} is busy: run {latest.run_id} is still running; wait "
                     "for it (RunHandle.wait) or cancel it before starting or resuming another"
+                )
+            if graph_input.is_resume and not _has_pending(latest):
+                # refused before claiming: a claim is never released and would block the thread
+                raise GraphStateError(
+                    f"thread {thread_id!r} has nothing pending to resume (its last run "
+                    "completed); start a new run with GraphInput.args(...)"
                 )
             if not runtime.mark(latest, names.CLAIM, START, {}):
                 raise GraphStateError(
@@ -116,6 +129,7 @@ class CelerySource:
         checkpoint, start = await engine.begin(graph_input, config)
         run_config = config._for_runtime(graph_id=runtime.graph_id, run_id=checkpoint.run_id)
         invocation = checkpoint.checkpoint_id
+        runtime.arm(checkpoint)
         if graph_input.is_resume:
             runtime.executor._send_resume(runtime.envelope(checkpoint, invocation, run_config, 0))
         else:
@@ -172,7 +186,8 @@ class CelerySource:
         seen = checkpoint
         delay = _POLL_MIN
         while True:
-            latest = runtime.saver.get(checkpoint.thread_id)
+            view = runtime.saver.get_with_writes(checkpoint.thread_id)
+            latest = view.checkpoint
             if latest is None:
                 raise GraphStateError(f"thread {checkpoint.thread_id!r} was released or deleted")
             if latest.checkpoint_id != seen.checkpoint_id:
@@ -181,7 +196,7 @@ class CelerySource:
                         yield output
                 seen = latest
                 delay = _POLL_MIN
-            status = read_status(runtime, latest)
+            status = status_of(view)
             if status.terminal:
                 for output in self._settle(status, config, outcome):
                     yield output
@@ -290,9 +305,23 @@ class RunHandle:
             delay = min(delay * 2, _POLL_MAX)
 
     def cancel(self) -> bool:
-        """Stop the run at its current step; True if this call cancelled it."""
+        """Stop the run at its current step; True if this call cancelled it.
+
+        Nodes already running finish, but no further step is dispatched: the next node task
+        sees the mark on its parent checkpoint and stops.
+        """
         runtime = self._source().runtime
         status = read_status(runtime, self._latest_of_run())
         if status.terminal or status.checkpoint is None:
             return False
-        return runtime.mark(status.checkpoint, names.CANCEL, END, {})
+        marked = status.checkpoint
+        cancelled = runtime.mark(marked, names.CANCEL, END, {})
+        # A step that was finishing may have stored the next checkpoint meanwhile: mark it too.
+        for _ in range(3):
+            newest = self._latest_of_run()
+            if newest is None or newest.checkpoint_id == marked.checkpoint_id:
+                break
+            runtime.mark(newest, names.CANCEL, END, {})
+            marked = newest
+        runtime.saver.clear_timer(marked.thread_id, marked.run_id)
+        return cancelled

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from celery.app.defaults import DEFAULTS
 from celery.exceptions import Reject
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from langgraph_celery.checkpoint.base import PendingTask
 from langgraph_celery.errors import GraphDefinitionError
@@ -39,6 +40,7 @@ SAFE_SETTINGS: dict[str, Any] = {
 }
 
 _REGISTRY_ATTR = "_langgraph_celery_runtimes"
+_STORE_RETRIES = 20
 
 
 def _apply_safe_settings(app: Any) -> None:
@@ -80,6 +82,7 @@ class CeleryExecutor:
         routes: Mapping[str, str] | None = None,
         reap_interval: float = 30.0,
         stalled_after: float = 120.0,
+        interrupt_timeout: float | None = None,
     ) -> None:
         if app is None or not hasattr(app, "send_task"):
             raise TypeError("CeleryExecutor takes a Celery app")
@@ -88,12 +91,20 @@ class CeleryExecutor:
                 raise TypeError(f"routes map node ids to queue names, got {node!r}: {queue!r}")
         if reap_interval <= 0 or stalled_after <= 0:
             raise ValueError("reap_interval and stalled_after must be positive seconds")
+        if interrupt_timeout is not None and interrupt_timeout <= 0:
+            raise ValueError("interrupt_timeout must be positive seconds (or None: no deadline)")
         self.app = app
         self.routes = dict(routes or {})
         self.reap_interval = float(reap_interval)
         self.stalled_after = float(stalled_after)
+        self.interrupt_timeout = interrupt_timeout
         _apply_safe_settings(app)
         self._register_common_tasks()
+        schedule = dict(app.conf.beat_schedule or {})
+        schedule.setdefault(
+            names.REAP_TASK, {"task": names.REAP_TASK, "schedule": self.reap_interval}
+        )
+        app.conf.beat_schedule = schedule
 
     @property
     def in_process(self) -> bool:
@@ -103,6 +114,40 @@ class CeleryExecutor:
 
     def runtime(self, graph_id: str) -> GraphRuntime | None:
         return _registry(self.app).get(graph_id)
+
+    def runtimes(self) -> list[GraphRuntime]:
+        """Every graph registered on the app."""
+        return list(_registry(self.app).values())
+
+    def schedule_run(
+        self,
+        graph: CompiledGraph,
+        name: str,
+        schedule: Any,
+        input: Mapping[str, Any] | None = None,
+        thread_id: str | None = None,
+    ) -> None:
+        """Start ``graph`` from ``celery beat`` on ``schedule`` (seconds, a ``timedelta``, a
+        ``celery.schedules.crontab`` or ``schedule``); each run gets a new thread
+        ``<name>-<timestamp>`` unless ``thread_id`` names one."""
+        runtime = self.runtime(graph.graph_id)
+        if runtime is None or runtime.compiled is not graph:
+            raise GraphDefinitionError(
+                f"graph {graph.graph_id!r} is not compiled with this executor; compile it with "
+                "CompileConfig(executor=this executor) first"
+            )
+        entries = dict(self.app.conf.beat_schedule or {})
+        entries[name] = {
+            "task": names.START_TASK,
+            "schedule": schedule,
+            "kwargs": {
+                "graph_id": graph.graph_id,
+                "name": name,
+                "input": runtime.serializer.to_jsonable(dict(input or {})),
+                "thread_id": thread_id,
+            },
+        }
+        self.app.conf.beat_schedule = entries
 
     # -- compile-time -----------------------------------------------------------------------------
 
@@ -159,10 +204,20 @@ class CeleryExecutor:
                 limit = float(app.conf.broker_transport_options.get("visibility_timeout", 3600))
                 raise task.retry(countdown=min(countdown, limit * 0.9), exc=error, max_retries=None)
 
-            return runtime.run_node(envelope, int(task.request.retries or 0), retry)
+            try:
+                return runtime.run_node(envelope, int(task.request.retries or 0), retry)
+            except (OperationalError, InterfaceError) as error:
+                # The checkpoint store is unreachable (connection killed, failover): nothing was
+                # applied that a retry would apply twice, so run the task again shortly.
+                log.warning("checkpoint store error in %s, retrying: %s", name, error)
+                raise task.retry(countdown=0.5, exc=error, max_retries=_STORE_RETRIES) from error
 
         run_node.__name__ = f"node_{node}"
-        app.task(name=name, bind=True, acks_late=True, reject_on_worker_lost=True)(run_node)
+        # shared=False: a shared task would be added to every other app of the process too,
+        # running this app's graphs (registry, saver) on the other app's workers.
+        app.task(name=name, bind=True, acks_late=True, reject_on_worker_lost=True, shared=False)(
+            run_node
+        )
 
     def _register_common_tasks(self) -> None:
         app = self.app
@@ -177,7 +232,27 @@ class CeleryExecutor:
                 raise Reject(f"unknown graph {envelope.graph_id!r}", requeue=False)
             return runtime.resume(envelope)
 
-        app.task(name=names.RESUME_TASK, bind=True, acks_late=True)(resume)
+        app.task(name=names.RESUME_TASK, bind=True, acks_late=True, shared=False)(resume)
+
+        def reap_task(task: Any) -> dict[str, Any]:
+            from langgraph_celery.beat.reaper import reap
+
+            return reap(self).to_data()
+
+        app.task(name=names.REAP_TASK, bind=True, shared=False)(reap_task)
+
+        def start(
+            task: Any, graph_id: str, name: str, input: Any = None, thread_id: str | None = None
+        ) -> dict[str, Any]:
+            from langgraph_celery.beat.schedules import start_scheduled
+
+            runtime = _registry(app).get(graph_id)
+            if runtime is None:
+                log.error("rejected scheduled start: unknown graph %r", graph_id)
+                raise Reject(f"unknown graph {graph_id!r}", requeue=False)
+            return start_scheduled(runtime, name, input, thread_id)
+
+        app.task(name=names.START_TASK, bind=True, shared=False)(start)
 
     # -- sending ----------------------------------------------------------------------------------
 
@@ -191,8 +266,24 @@ class CeleryExecutor:
         self.app.send_task(
             names.node_task_name(envelope.graph_id, task.node),
             kwargs=envelope.to_message(),
+            argsrepr="()",
+            kwargsrepr=_summary(envelope),
             **options,
         )
 
     def _send_resume(self, envelope: TaskEnvelope) -> None:
-        self.app.send_task(names.RESUME_TASK, kwargs=envelope.to_message())
+        self.app.send_task(
+            names.RESUME_TASK,
+            kwargs=envelope.to_message(),
+            argsrepr="()",
+            kwargsrepr=_summary(envelope),
+        )
+
+
+def _summary(envelope: TaskEnvelope) -> str:
+    """What Flower and the logs show for a task's arguments (without building a repr)."""
+    node = f" node={envelope.node}" if envelope.node else ""
+    return (
+        f"{{graph={envelope.graph_id}{node} thread={envelope.thread_id} run={envelope.run_id} "
+        f"step={envelope.step} checkpoint={envelope.checkpoint_id}}}"
+    )

@@ -5,19 +5,26 @@ Task names
     its keyword arguments are a :class:`~langgraph_celery.worker.envelope.TaskEnvelope` (graph,
     node, thread, run, step, checkpoint, task), so Flower shows what ran where.
     ``langgraph_celery.resume``  continues a parked run (sent by ``GraphInput.resume``).
-    ``langgraph_celery.reap``  the beat job that re-dispatches stalled runs.
+    ``langgraph_celery.reap``  the beat job that re-dispatches stalled runs and expires
+    parked runs whose interrupt deadline passed.
+    ``langgraph_celery.start``  starts a run from a beat schedule (``schedule_run``).
 
 Celery task ids
     ``lgc:<run_id>:<checkpoint_id>:<task_id>``  deterministic, so a re-dispatch of the same
     step's task is recognisable and its write is applied once.
-    ``lgc-outcome:<run_id>:<invocation>``  where the worker that ends an invocation (completion,
-    interruption, failure) stores its outcome in the result backend; clients wait on it.
 
 Markers (pending writes with reserved task ids, stored by the checkpoint saver)
     ``__interrupt__``  the run is parked at this checkpoint (value: the interruption).
     ``__error__``  a node of this checkpoint failed for good (value: node, type, message).
     ``__claim__``  a transition out of this checkpoint (new run, resume) was claimed.
     ``__cancel__``  the run was cancelled at this checkpoint.
+
+Timers (one per thread, in the checkpoint store's timers table)
+    ``stall``  the thread has an active run: the reaper checks it progresses.
+    ``deadline``  the thread's run is parked with an interrupt timeout.
+
+Beat schedule entries
+    ``langgraph_celery.reap``  the reaper, every ``reap_interval`` seconds.
 
 Queues
     Node, resume and maintenance tasks go to the app's default queue (``task_default_queue``,
@@ -30,18 +37,23 @@ from __future__ import annotations
 __all__ = [
     "CANCEL",
     "CLAIM",
+    "DEADLINE_TIMER",
     "ERROR",
     "INTERRUPT",
     "MARKERS",
     "REAP_TASK",
     "RESUME_TASK",
+    "STALL_TIMER",
+    "START_TASK",
     "celery_task_id",
     "node_task_name",
-    "outcome_id",
 ]
 
 RESUME_TASK = "langgraph_celery.resume"
 REAP_TASK = "langgraph_celery.reap"
+START_TASK = "langgraph_celery.start"
+STALL_TIMER = "stall"
+DEADLINE_TIMER = "deadline"
 _NODE_PREFIX = "langgraph_celery.node."
 
 INTERRUPT = "__interrupt__"
@@ -57,7 +69,3 @@ def node_task_name(graph_id: str, node: str) -> str:
 
 def celery_task_id(run_id: str, checkpoint_id: str, task_id: str) -> str:
     return f"lgc:{run_id}:{checkpoint_id}:{task_id}"
-
-
-def outcome_id(run_id: str, invocation: str) -> str:
-    return f"lgc-outcome:{run_id}:{invocation}"

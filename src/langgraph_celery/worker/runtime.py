@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, PendingTask
@@ -19,7 +20,7 @@ from langgraph_celery.graph._engine import Engine
 from langgraph_celery.graph._sync import run_sync
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.retry import RetryPolicy, _RetryHook
-from langgraph_celery.graph.types import GraphInterrupt, InterruptionMetadata
+from langgraph_celery.graph.types import END, GraphInterrupt, InterruptionMetadata
 from langgraph_celery.serde import JsonSerializer
 from langgraph_celery.worker import names
 from langgraph_celery.worker.envelope import TaskEnvelope
@@ -107,6 +108,18 @@ class GraphRuntime:
         )
 
     def mark_interrupt(self, checkpoint: Checkpoint, interruption: InterruptionMetadata) -> None:
+        """Park the run at ``checkpoint``; with an interrupt timeout, arm its deadline."""
+        metadata = dict(interruption.metadata)
+        timeout = metadata.get("timeout", self.executor.interrupt_timeout)
+        now = datetime.now(UTC)
+        if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
+            due = now + timedelta(seconds=float(timeout))
+            metadata["expires_at"] = due.isoformat()
+            self.saver.set_timer(
+                checkpoint.thread_id, checkpoint.run_id, self.graph_id, names.DEADLINE_TIMER, due
+            )
+        else:
+            self.saver.clear_timer(checkpoint.thread_id, checkpoint.run_id)
         self.mark(
             checkpoint,
             names.INTERRUPT,
@@ -114,7 +127,8 @@ class GraphRuntime:
             {
                 "node_id": interruption.node_id,
                 "reason": interruption.reason,
-                "metadata": dict(interruption.metadata),
+                "metadata": metadata,
+                "parked_at": now.isoformat(),
             },
         )
 
@@ -124,6 +138,14 @@ class GraphRuntime:
             names.ERROR,
             node,
             {"node_id": node, "error_type": type(error).__name__, "message": str(error)},
+        )
+        self.saver.clear_timer(checkpoint.thread_id, checkpoint.run_id)
+
+    def arm(self, checkpoint: Checkpoint) -> None:
+        """Start watching the thread's active run (the reaper's stall timer)."""
+        due = datetime.now(UTC) + timedelta(seconds=self.executor.stalled_after)
+        self.saver.set_timer(
+            checkpoint.thread_id, checkpoint.run_id, self.graph_id, names.STALL_TIMER, due
         )
 
     # -- dispatch -------------------------------------------------------------------------------
@@ -136,7 +158,9 @@ class GraphRuntime:
         while checkpoint.extra.get("edges_pending"):
             checkpoint = await engine.pending_edges(checkpoint, config)
         if not checkpoint.tasks:
-            return  # completed: the client that waits for the run reads it (and releases)
+            # completed: the client that waits for the run reads it (and releases the thread)
+            self.saver.clear_timer(checkpoint.thread_id, checkpoint.run_id)
+            return
         interruption = await engine.interruption_before(checkpoint, config)
         if interruption is not None:
             self.mark_interrupt(checkpoint, interruption)
@@ -166,9 +190,15 @@ class GraphRuntime:
     # -- the node task --------------------------------------------------------------------------
 
     def run_node(self, envelope: TaskEnvelope, retries: int, retry: Any) -> dict[str, Any]:
-        """The body of a node task; ``retry(countdown, exc)`` asks Celery to retry it."""
+        """The body of a node task; ``retry(countdown, exc)`` asks Celery to retry it.
+
+        One read (the checkpoint, its writes, its parent's markers) and, for a step of one task,
+        one compare-and-set write: the update goes straight into the next checkpoint.  A step of
+        several tasks records each update as a pending write first.
+        """
         saver = self.saver
-        checkpoint = saver.get(envelope.thread_id, envelope.checkpoint_id)
+        view = saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
+        checkpoint = view.checkpoint
         if checkpoint is None:
             log.warning(
                 "dropping task %s of thread %r: checkpoint %s no longer exists",
@@ -187,11 +217,13 @@ class GraphRuntime:
                 envelope.node,
             )
             return {"status": "rejected"}
-        writes = {
-            w.task_id: w for w in saver.get_writes(checkpoint.thread_id, checkpoint.checkpoint_id)
-        }
+        if names.CANCEL in view.parent_markers and names.CANCEL not in view.writes:
+            # cancelled while the previous step was finishing: the run stops here
+            self.mark(checkpoint, names.CANCEL, END, {})
+            return {"status": "cancelled", "node": task.node}
+        writes = {task_id: write.update for task_id, write in view.writes.items()}
         if names.CANCEL in writes or names.ERROR in writes or names.INTERRUPT in writes:
-            return {"status": "stopped"}
+            return {"status": "stopped", "node": task.node}
         config = self.config_for(envelope)
         if task.id not in writes:
             try:
@@ -216,22 +248,18 @@ class GraphRuntime:
                 ):
                     retry(policy.delay(attempt), error)
                 self.mark_error(checkpoint, task.node, error)
-                log.warning(
-                    "node %r of thread %r failed: %r", task.node, checkpoint.thread_id, error
-                )
+                log.warning("node %r (task %r) failed: %r", task.node, task.id, error)
                 return {"status": "failed", "node": task.node, "error_type": type(error).__name__}
-            saver.put_writes(
-                checkpoint.thread_id, checkpoint.checkpoint_id, task.id, task.node, update or {}
-            )
-            writes = {
-                w.task_id: w
-                for w in saver.get_writes(checkpoint.thread_id, checkpoint.checkpoint_id)
-            }
+            if len(checkpoint.tasks) == 1:
+                writes[task.id] = update or {}
+            else:
+                saver.put_writes(
+                    checkpoint.thread_id, checkpoint.checkpoint_id, task.id, task.node, update or {}
+                )
+                writes = self.writes(checkpoint)
         if not all(t.id in writes for t in checkpoint.tasks):
             return {"status": "written", "node": task.node}
-        return self.finish_step(
-            checkpoint, {tid: w.update for tid, w in writes.items()}, envelope, config
-        )
+        return self.finish_step(checkpoint, writes, envelope, config)
 
     def finish_step(
         self,

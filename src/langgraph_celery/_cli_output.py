@@ -1,0 +1,173 @@
+"""What ``langgraph-celery`` prints while it follows a run: node updates, the outcome, and the
+commands that resume a parked run or start a worker."""
+
+from __future__ import annotations
+
+import _thread
+import json
+import os
+import shlex
+import sys
+import threading
+from collections.abc import Mapping
+from contextlib import nullcontext
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from langgraph_celery.graph.compiled import CompiledGraph, GraphStream
+    from langgraph_celery.graph.types import InterruptionMetadata, StateSnapshot
+
+__all__ = [
+    "ENV_VARIABLES",
+    "PROG",
+    "follow",
+    "masked",
+    "resume_command",
+    "snapshot_json",
+    "to_json",
+    "worker_command",
+]
+
+PROG = "langgraph-celery"
+#: The CLI options that set environment variables, and those variables.
+ENV_VARIABLES = {
+    "broker": "LGC_BROKER_URL",
+    "result_backend": "LGC_RESULT_BACKEND",
+    "db": "LGC_DATABASE_URL",
+}
+#: Seconds without progress before a run on external workers prints a hint.
+WAIT_HINT_AFTER = 15.0
+
+
+def masked(url: str) -> str:
+    """``url`` with its password replaced by ``**``."""
+    from kombu.utils.url import maybe_sanitize_url
+
+    return str(maybe_sanitize_url(url))
+
+
+def worker_command(module: str) -> str:
+    """How to start a worker for ``module`` with this command's environment (passwords masked)."""
+    assignments = [
+        f"{variable}={shlex.quote(masked(os.environ[variable]))}"
+        for variable in ENV_VARIABLES.values()
+        if os.environ.get(variable)
+    ]
+    return " ".join([*assignments, "celery", "-A", module, "worker"])
+
+
+def to_json(value: Any, indent: int | None = None) -> str:
+    return json.dumps(value, indent=indent, default=str, ensure_ascii=False)
+
+
+def snapshot_json(snapshot: StateSnapshot, thread_id: str) -> dict[str, Any]:
+    return {
+        "thread_id": thread_id,
+        "checkpoint_id": snapshot.checkpoint_id,
+        "step": snapshot.step,
+        "node": snapshot.node,
+        "next": list(snapshot.next),
+        "created_at": snapshot.created_at.isoformat() if snapshot.created_at else None,
+        "values": dict(snapshot.values),
+        "metadata": dict(snapshot.metadata),
+    }
+
+
+class _WaitHint:
+    """Prints a hint on stderr when a run on external workers shows no progress for a while."""
+
+    def __init__(self, message: str | None, after: float = WAIT_HINT_AFTER) -> None:
+        self.message, self.after = message, after
+        self._timer: threading.Timer | None = None
+
+    def poke(self) -> None:
+        self.cancel()
+        if self.message is not None:
+            self._timer = threading.Timer(self.after, self._say)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _say(self) -> None:
+        print(f"(no progress for {self.after:.0f} s) {self.message}", file=sys.stderr, flush=True)
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def resume_command(
+    target: str, thread_id: str, update: Mapping[str, Any] | None, env: list[str]
+) -> str:
+    words = [PROG, "resume", target, "--thread", thread_id]
+    if update is not None:
+        words += ["--update", json.dumps(dict(update))]
+    return " ".join(shlex.quote(word) for word in words + env)
+
+
+def _report_interruption(
+    out: IO[str], interruption: InterruptionMetadata, target: str, thread_id: str, env: list[str]
+) -> None:
+    reason = f": {interruption.reason}" if interruption.reason else ""
+    print(f"parked at node {interruption.node_id!r}{reason}", file=out)
+    metadata = {k: v for k, v in interruption.metadata.items() if k != "resume_with"}
+    if metadata:
+        print(f"  {to_json(metadata)}", file=out)
+    suggested = interruption.metadata.get("resume_with")
+    update = dict(suggested) if isinstance(suggested, Mapping) else None
+    print("resume it (from any process, now or later) with:", file=out)
+    print(f"  {resume_command(target, thread_id, update, env)}", file=out)
+    if update is None:
+        print("  (add --update JSON to change the state first)", file=out)
+
+
+def follow(
+    graph: CompiledGraph,
+    graph_input: Any,
+    thread_id: str | None,
+    *,
+    target: str,
+    env: list[str],
+    out: IO[str],
+) -> InterruptionMetadata | None:
+    """Run (or resume) ``graph``, printing each node's update as it finishes and the outcome.
+
+    Returns the interruption when the run parked, ``None`` when it completed."""
+    from langgraph_celery.graph.config import RunnableConfig
+    from langgraph_celery.graph.types import END, StreamMode
+    from langgraph_celery.worker.embedded import EmbeddedWorkerError, embedded_worker_for
+
+    config = RunnableConfig(thread_id=thread_id, stream_mode=StreamMode.UPDATES)
+    # If the worker thread dies, the run cannot progress: wake this thread up to say so.
+    worker = embedded_worker_for(graph, on_crash=_thread.interrupt_main)
+    on_celery = getattr(graph.config.executor, "app", None) is not None
+    hint = _WaitHint(
+        f"is a worker running? start one with: {worker_command(target.partition(':')[0])}"
+        if on_celery and worker is None
+        else None
+    )
+    try:
+        with worker or nullcontext():
+            stream: GraphStream = graph.stream(graph_input, config)
+            hint.poke()
+            for output in stream:
+                hint.poke()
+                if output.node != END:
+                    print(f"{output.node}: {to_json(output.update or {})}", file=out, flush=True)
+    except KeyboardInterrupt:
+        if worker is not None and worker.crashed:
+            why = "" if worker.crashed is True else f" ({worker.crashed!r})"
+            raise EmbeddedWorkerError(
+                f"the in-process Celery worker stopped{why}; the run stays at its last "
+                f"checkpoint on thread {thread_id!r}"
+            ) from None
+        raise
+    finally:
+        hint.cancel()
+    result = stream.result
+    if result.is_interruption_metadata():
+        interruption = result.as_interruption_metadata()
+        _report_interruption(out, interruption, target, thread_id or "", env)
+        return interruption
+    print("completed:", file=out)
+    print(to_json(result.as_state_data_or_last_checkpoint_state_data(), indent=2), file=out)
+    return None

@@ -1,0 +1,1 @@
+"""Maintenance run by ``celery beat``: the reaper, interrupt deadlines and scheduled runs."""

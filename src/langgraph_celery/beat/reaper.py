@@ -1,0 +1,163 @@
+"""The reaper: the beat job that keeps every active run moving and expires parked approvals.
+
+Each thread with an active run has a *timer* in the checkpoint store (set when a run starts or
+resumes, cleared when it completes or fails).  When a timer is due the reaper looks at the
+thread's latest checkpoint, which is the source of truth:
+
+- still progressing (its latest checkpoint is younger than ``stalled_after``): the timer is
+  pushed back;
+- stalled (nothing committed for ``stalled_after`` seconds: the broker lost the message, or a
+  worker died after committing and before dispatching): the step is finished if every task has
+  written, otherwise its tasks are sent again with their deterministic task ids.  Both are
+  idempotent: a write is applied once whoever runs the task;
+- parked with a deadline that has passed: the run is resumed with a timeout marker under the
+  state key :data:`TIMEOUT_KEY`, so the pending node can tell an expired approval from a given
+  one;
+- completed, failed or parked without a deadline: the timer is removed.
+
+A node that legitimately runs longer than ``stalled_after`` is sent again (its update still lands
+once); set ``stalled_after`` above your slowest node plus its retry backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Timer
+from langgraph_celery.errors import GraphError
+from langgraph_celery.graph._sync import run_sync
+from langgraph_celery.graph.config import RunnableConfig
+from langgraph_celery.graph.types import GraphInput
+from langgraph_celery.worker import names
+from langgraph_celery.worker.client import INTERRUPTED, RUNNING, CelerySource, read_status
+
+if TYPE_CHECKING:
+    from langgraph_celery.worker.executor import CeleryExecutor
+    from langgraph_celery.worker.runtime import GraphRuntime
+
+__all__ = ["TIMEOUT_KEY", "ReapReport", "reap"]
+
+log = logging.getLogger("langgraph_celery.beat")
+
+#: The state key a run resumed by an expired interrupt deadline finds its timeout marker under.
+TIMEOUT_KEY = "__interrupt_timeout__"
+
+
+@dataclass
+class ReapReport:
+    """What one reaper pass did, thread ids by outcome."""
+
+    redispatched: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+    expired: list[str] = field(default_factory=list)
+    progressing: list[str] = field(default_factory=list)
+    cleared: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def to_data(self) -> dict[str, Any]:
+        return {name: list(value) for name, value in self.__dict__.items()}
+
+
+def _savers(executor: CeleryExecutor) -> list[BaseCheckpointSaver]:
+    found: dict[int, BaseCheckpointSaver] = {}
+    for runtime in executor.runtimes():
+        found.setdefault(id(runtime.saver), runtime.saver)
+    return list(found.values())
+
+
+def reap(executor: CeleryExecutor, now: datetime | None = None, limit: int = 100) -> ReapReport:
+    """One pass over the due timers of every saver the executor's graphs use."""
+    now = now or datetime.now(UTC)
+    report = ReapReport()
+    for saver in _savers(executor):
+        for timer in saver.due_timers(now, limit):
+            runtime = executor.runtime(timer.graph_id)
+            if runtime is None:
+                log.warning(
+                    "reaper: thread %r belongs to graph %r, which this process does not know; "
+                    "import its module in the beat/worker process",
+                    timer.thread_id,
+                    timer.graph_id,
+                )
+                continue
+            try:
+                _reap_one(executor, runtime, timer, now, report)
+            except Exception:  # one bad thread must not stop the pass
+                log.exception("reaper: thread %r could not be handled", timer.thread_id)
+                report.errors.append(timer.thread_id)
+    if any(report.to_data().values()):
+        log.info("reaper pass: %s", report.to_data())
+    return report
+
+
+def _reap_one(
+    executor: CeleryExecutor,
+    runtime: GraphRuntime,
+    timer: Timer,
+    now: datetime,
+    report: ReapReport,
+) -> None:
+    saver = runtime.saver
+    thread_id = timer.thread_id
+    latest = saver.get(thread_id)
+    status = read_status(runtime, latest)
+    if latest is None:
+        saver.clear_timer(thread_id, timer.run_id)
+        report.cleared.append(thread_id)
+        return
+    if status.status == INTERRUPTED and timer.kind == names.DEADLINE_TIMER:
+        _expire(runtime, latest.thread_id, status.marker or {}, timer, now)
+        report.expired.append(thread_id)
+        return
+    if status.status != RUNNING:
+        saver.clear_timer(thread_id, timer.run_id)
+        report.cleared.append(thread_id)
+        return
+    stalled_after = timedelta(seconds=runtime.executor.stalled_after)
+    if now - latest.created_at < stalled_after:
+        due = latest.created_at + stalled_after
+        saver.set_timer(thread_id, latest.run_id, timer.graph_id, names.STALL_TIMER, due)
+        report.progressing.append(thread_id)
+        return
+    config = RunnableConfig(thread_id=thread_id)._for_runtime(
+        graph_id=runtime.graph_id, run_id=latest.run_id
+    )
+    writes = runtime.writes(latest)
+    envelope = runtime.envelope(latest, latest.checkpoint_id, config, 0)
+    if latest.tasks and all(task.id in writes for task in latest.tasks):
+        runtime.finish_step(latest, writes, envelope, config)
+        report.finished.append(thread_id)
+    else:
+        run_sync(runtime.advance(latest, latest.checkpoint_id, config, 0))
+        report.redispatched.append(thread_id)
+    saver.set_timer(
+        thread_id, latest.run_id, timer.graph_id, names.STALL_TIMER, now + stalled_after
+    )
+
+
+def _expire(
+    runtime: GraphRuntime,
+    thread_id: str,
+    marker: dict[str, Any],
+    timer: Timer,
+    now: datetime,
+) -> None:
+    update = {
+        TIMEOUT_KEY: {
+            "node_id": marker.get("node_id"),
+            "deadline": timer.due_at.isoformat(),
+            "expired_at": now.isoformat(),
+        }
+    }
+    try:
+        run_sync(
+            CelerySource(runtime).begin(
+                GraphInput.resume(update), RunnableConfig(thread_id=thread_id)
+            )
+        )
+    except GraphError as error:  # resumed by someone else meanwhile: nothing to expire
+        log.info("reaper: deadline of thread %r not applied: %s", thread_id, error)
+        runtime.saver.clear_timer(thread_id, timer.run_id)

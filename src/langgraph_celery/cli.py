@@ -1,0 +1,358 @@
+"""``langgraph-celery``: run, resume, inspect and draw compiled graphs from the command line.
+
+    langgraph-celery demo [--park] [--db URL] [--broker URL]
+    langgraph-celery run MODULE:GRAPH [--input JSON] [--thread ID]
+    langgraph-celery resume MODULE:GRAPH --thread ID [--update JSON]
+    langgraph-celery state MODULE:GRAPH --thread ID
+    langgraph-celery history MODULE:GRAPH --thread ID
+    langgraph-celery draw MODULE:GRAPH [--format mermaid|plantuml]
+    langgraph-celery worker MODULE [CELERY WORKER OPTIONS...]
+
+``--broker``, ``--result-backend`` and ``--db`` set ``LGC_BROKER_URL``, ``LGC_RESULT_BACKEND`` and
+``LGC_DATABASE_URL`` before the module is imported; modules that read them (as
+:mod:`langgraph_celery.demo` does) follow.  When the graph's Celery broker is ``memory://``,
+``run``, ``resume`` and ``demo`` start an in-process worker for the duration of the command.
+
+Progress goes to stdout as ``node: {update as JSON}`` lines, then ``completed:`` and the final state
+(indented JSON), or ``parked at node ...`` and the command that resumes the run; when the
+interruption's metadata has a ``resume_with`` mapping, that command carries it as ``--update``.
+``state`` and ``history`` print JSON documents only.
+
+Exit codes: 0 when the run completed or parked at an interruption, 1 when it failed (one line on
+stderr; ``--traceback`` for the whole story), 2 for usage errors, 130 when interrupted by Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import sys
+import traceback
+import uuid
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING, Any
+
+from langgraph_celery._cli_output import (
+    ENV_VARIABLES,
+    PROG,
+    follow,
+    masked,
+    resume_command,
+    snapshot_json,
+    to_json,
+    worker_command,
+)
+
+if TYPE_CHECKING:
+    from langgraph_celery.graph.compiled import CompiledGraph
+
+__all__ = ["UsageError", "main"]
+
+DEMO_TARGET = "langgraph_celery.demo:graph"
+
+
+class UsageError(Exception):
+    """A bad argument: printed as one line, exit code 2."""
+
+
+class ImportFailure(Exception):
+    """The module named on the command line raised while being imported (exit code 1)."""
+
+
+# -- arguments ------------------------------------------------------------------------------------
+
+
+def _json_object(flag: str, text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(f"{flag} is not valid JSON ({error}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{flag} must be a JSON object, got {type(value).__name__}: {text!r}")
+    return value
+
+
+def _database_url(value: str) -> str:
+    """A URL as is; a plain path becomes a SQLite URL."""
+    if "://" in value:
+        return value
+    return f"sqlite:///{os.path.abspath(value)}"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Run LangGraph4j-style graphs in process or on Celery workers."
+    )
+    parser.add_argument("--traceback", action="store_true", help="show tracebacks of errors")
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="log to stderr from this level up (workers, Celery, the library)",
+    )
+    env = argparse.ArgumentParser(add_help=False)
+    group = env.add_argument_group("environment (set before MODULE is imported)")
+    group.add_argument("--broker", metavar="URL", help="sets LGC_BROKER_URL")
+    group.add_argument("--result-backend", metavar="URL", help="sets LGC_RESULT_BACKEND")
+    group.add_argument("--db", metavar="URL", type=_database_url, help="sets LGC_DATABASE_URL")
+    target = argparse.ArgumentParser(add_help=False, parents=[env])
+    target.add_argument("target", metavar="MODULE:GRAPH", help="e.g. langgraph_celery.demo:graph")
+    thread = argparse.ArgumentParser(add_help=False)
+    thread.add_argument("--thread", metavar="ID", help="thread id (checkpointed graphs)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser(
+        "demo", parents=[env], help="run the example agent: draft, approval, send"
+    )
+    mode = demo.add_mutually_exclusive_group()
+    mode.add_argument("--approve", action="store_true", help="approve at once (the default)")
+    mode.add_argument("--park", action="store_true", help="stop parked; print the resume command")
+    demo.add_argument("--thread", metavar="ID", help="thread id (default: a new one)")
+    demo.add_argument("--topic", default="the product launch", help="what the draft is about")
+    run = commands.add_parser("run", parents=[target, thread], help="start a run, follow it")
+    run.add_argument("--input", metavar="JSON", help="the run's input, a JSON object")
+    resume = commands.add_parser("resume", parents=[target, thread], help="resume a parked run")
+    resume.add_argument("--update", metavar="JSON", help="merged into the state before resuming")
+    state = commands.add_parser("state", parents=[target, thread], help="a thread's state (JSON)")
+    state.add_argument("--checkpoint", metavar="ID", help="a past checkpoint instead of the last")
+    commands.add_parser("history", parents=[target, thread], help="a thread's checkpoints (JSON)")
+    draw = commands.add_parser("draw", parents=[target], help="print the graph's diagram")
+    draw.add_argument("--format", choices=("mermaid", "plantuml"), default="mermaid")
+    draw.add_argument("--title", help="diagram title (default: the graph id)")
+    worker = commands.add_parser(
+        "worker",
+        parents=[env],
+        allow_abbrev=False,  # the options it does not know go to celery as they are
+        help="celery -A MODULE worker, with the environment options",
+    )
+    worker.add_argument("module", metavar="MODULE", help="module (or module:app) of a Celery app")
+    worker.epilog = "Other options go to `celery worker` (default: --loglevel=INFO)."
+    return parser
+
+
+def _apply_environment(args: argparse.Namespace) -> None:
+    for option, variable in ENV_VARIABLES.items():
+        value = getattr(args, option, None)
+        if value:
+            os.environ[variable] = value
+
+
+def _environment_flags(args: argparse.Namespace) -> list[str]:
+    """The environment options given, as flags to repeat in a suggested command."""
+    flags: list[str] = []
+    for option in ENV_VARIABLES:
+        value = getattr(args, option, None)
+        if value:
+            flags += [f"--{option.replace('_', '-')}", value]
+    return flags
+
+
+# -- loading graphs -------------------------------------------------------------------------------
+
+
+def _import(module_name: str) -> Any:
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `celery -A` does: modules next to you are found
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        missing = error.name or ""
+        if module_name == missing or module_name.startswith(missing + "."):
+            raise UsageError(f"cannot import module {module_name!r}: {error}") from None
+        raise ImportFailure(f"importing {module_name!r} failed: {error!r}") from error
+    except Exception as error:
+        raise ImportFailure(f"importing {module_name!r} failed: {error!r}") from error
+
+
+def load_graph(target: str) -> CompiledGraph:
+    """The :class:`CompiledGraph` that ``MODULE:ATTRIBUTE`` names."""
+    from langgraph_celery.graph.builder import StateGraph
+    from langgraph_celery.graph.compiled import CompiledGraph
+
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise UsageError(f"expected MODULE:GRAPH (e.g. {DEMO_TARGET}), got {target!r}")
+    module = _import(module_name)
+    value: Any = module
+    for part in attribute.split("."):
+        if not hasattr(value, part):
+            raise UsageError(f"module {module_name!r} has no attribute {attribute!r}")
+        value = getattr(value, part)
+    if isinstance(value, CompiledGraph):
+        return value
+    hint = (
+        " (compile it: builder.compile(CompileConfig(...)))"
+        if isinstance(value, StateGraph)
+        else ""
+    )
+    raise UsageError(f"{target} is a {type(value).__name__}, not a CompiledGraph{hint}")
+
+
+# -- commands -------------------------------------------------------------------------------------
+
+
+def _thread_for(graph: CompiledGraph, given: str | None, out: IO[str]) -> str | None:
+    if given is not None or graph.checkpoint_saver is None:
+        return given
+    thread_id = f"thread-{uuid.uuid4().hex[:12]}"
+    print(f"thread: {thread_id}", file=out)
+    return thread_id
+
+
+def _required_thread(args: argparse.Namespace) -> str:
+    if not args.thread:
+        raise UsageError(f"{args.command} needs --thread ID")
+    thread_id: str = args.thread
+    return thread_id
+
+
+def cmd_run(args: argparse.Namespace, out: IO[str]) -> int:
+    graph_input = _json_object("--input", args.input)
+    graph = load_graph(args.target)
+    thread_id = _thread_for(graph, args.thread, out)
+    follow(graph, graph_input, thread_id, target=args.target, env=_environment_flags(args), out=out)
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace, out: IO[str]) -> int:
+    from langgraph_celery.graph.types import GraphInput
+
+    update = _json_object("--update", args.update)
+    thread_id = _required_thread(args)
+    graph = load_graph(args.target)
+    env = _environment_flags(args)
+    follow(graph, GraphInput.resume(update), thread_id, target=args.target, env=env, out=out)
+    return 0
+
+
+def cmd_state(args: argparse.Namespace, out: IO[str]) -> int:
+    from langgraph_celery.graph.config import RunnableConfig
+
+    thread_id = _required_thread(args)
+    graph = load_graph(args.target)
+    snapshot = graph.get_state(RunnableConfig(thread_id=thread_id, checkpoint_id=args.checkpoint))
+    print(to_json(snapshot_json(snapshot, thread_id), indent=2), file=out)
+    return 0
+
+
+def cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
+    from langgraph_celery.graph.config import RunnableConfig
+
+    thread_id = _required_thread(args)
+    graph = load_graph(args.target)
+    snapshots = graph.get_state_history(RunnableConfig(thread_id=thread_id))
+    print(to_json([snapshot_json(s, thread_id) for s in snapshots], indent=2), file=out)
+    return 0
+
+
+def cmd_draw(args: argparse.Namespace, out: IO[str]) -> int:
+    diagram = load_graph(args.target).get_graph(args.format, args.title).content
+    print(diagram.rstrip("\n"), file=out)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, out: IO[str]) -> int:
+    from langgraph_celery.graph.types import GraphInput
+    from langgraph_celery.worker.embedded import needs_embedded_worker
+
+    graph = load_graph(DEMO_TARGET)
+    from langgraph_celery import demo
+
+    env = _environment_flags(args)
+    thread_id = args.thread or f"demo-{uuid.uuid4().hex[:12]}"
+    embedded = needs_embedded_worker(graph)
+    database = os.environ.get(demo.DATABASE_ENV) or demo.DEFAULT_DATABASE_URL
+    print(
+        f"{PROG} demo: every node runs as a Celery task on "
+        f"{'a worker thread of this process' if embedded else 'your Celery workers'}\n"
+        f"  broker:      {masked(str(demo.app.conf.broker_url))}\n"
+        f"  checkpoints: {masked(database)}\n"
+        f"  thread:      {thread_id}",
+        file=out,
+    )
+    if not embedded:
+        print(f"  workers:     {worker_command('langgraph_celery.demo')}", file=out)
+    print("\n" + graph.get_graph("mermaid").content + "\n", file=out)
+    start = {"topic": args.topic, "recipient": "team@example.com"}
+    interruption = follow(graph, start, thread_id, target=DEMO_TARGET, env=env, out=out)
+    if interruption is None or args.park:
+        return 0
+    approval = {"approved": True}
+    print(
+        f"\napproving now, as `{resume_command(DEMO_TARGET, thread_id, approval, env)}` would:",
+        file=out,
+    )
+    follow(graph, GraphInput.resume(approval), thread_id, target=DEMO_TARGET, env=env, out=out)
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace, out: IO[str]) -> int:
+    module_name, _, attribute = args.module.partition(":")
+    module = _import(module_name)
+    app = getattr(module, attribute or "app", None) or getattr(module, "celery", None)
+    if app is None or not hasattr(app, "conf"):
+        raise UsageError(f"module {module_name!r} has no Celery app (expected `app` or `celery`)")
+    if str(app.conf.broker_url or "").startswith("memory://"):
+        raise UsageError(
+            f"{args.module} uses the in-memory broker (memory://), which no other process can "
+            "reach; `run`, `resume` and `demo` start a worker thread for it themselves. For "
+            "separate workers, give a real broker: --broker redis://..."
+        )
+    celery_args = list(args.celery_args)
+    if not any(arg.startswith(("-l", "--loglevel")) for arg in celery_args):
+        celery_args.insert(0, "--loglevel=INFO")
+    argv = [sys.executable, "-m", "celery", "-A", args.module, "worker", *celery_args]
+    out.flush()
+    os.execv(sys.executable, argv)  # replaces this process; the environment carries over
+    return 0  # pragma: no cover - not reached
+
+
+COMMANDS = {
+    "demo": cmd_demo,
+    "run": cmd_run,
+    "resume": cmd_resume,
+    "state": cmd_state,
+    "history": cmd_history,
+    "draw": cmd_draw,
+    "worker": cmd_worker,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script; returns the exit code."""
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "worker":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.celery_args = extra
+    _apply_environment(args)
+    if args.log_level:
+        logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    out = sys.stdout
+    try:
+        return COMMANDS[args.command](args, out)
+    except UsageError as error:
+        parser.exit(2, f"{PROG} {args.command}: error: {error}\n")
+    except BrokenPipeError:  # stdout closed early (`| head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        if args.traceback:
+            traceback.print_exc()
+        message = (
+            str(error) if isinstance(error, ImportFailure) else f"{type(error).__name__}: {error}"
+        )
+        print(f"{PROG} {args.command}: {message}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
