@@ -25,10 +25,23 @@ unique prefix dropped at the end) or, for comparison, to a SQLite file in a temp
    ``_send_resume`` in the client) and send-to-start.  Reference: the bare send-to-start latency
    of one task (``bench.stamp`` returns ``time.time()`` at its start).
 
-Then (unless ``--no-profile``) a worker restarted with ``LGC_BENCH_PROFILE=1`` times the phases of
-each task body (saver calls, sends) and counts SQL statements and commits per task, the client
-counts its own statements and polls per run, and a third worker (``LGC_BENCH_CPROFILE=1``) runs
-node task bodies under cProfile (written to ``--cprofile-out``).
+Scenario 1 also times, on the same worker, ours through ``graph.start(...)`` +
+``RunHandle.wait()`` (``pg_wait``: the client polls less often), ours on the same PostgreSQL
+database through an ``AUTOCOMMIT`` engine (``pgac``: an experiment, one round trip per saver call
+instead of three), and a bare chain of ``noop_default`` (Celery's default task options instead of
+the ones the executor sets on the app).
+
+Then, unless ``--no-profile``:
+
+* CPU accounting: each scenario-1 variant runs back to back while the CPU time (``/proc``) of
+  each process is summed: this client, the worker (main and pool child), the PostgreSQL backends
+  of the bench database, Redis.
+* A worker restarted with ``LGC_BENCH_PROFILE=1`` times the phases of each task body (saver
+  calls, sends; wall and CPU time) and counts SQL statements and PostgreSQL round trips per task;
+  the client counts its own statements and saver calls (polls) per run.
+* Two more workers (``LGC_BENCH_CPROFILE=wall`` and ``cpu``) run the node task bodies of the
+  PostgreSQL chain under cProfile; the texts go to ``--cprofile-out`` (default: beside
+  ``--json``).
 
 Run ``python -m bench.celery_bench`` from the repository root (``--quick`` for a smoke run,
 ``--json PATH`` to save the figures).
@@ -73,7 +86,8 @@ CONCURRENT_RUNS = 40
 TARGET_RATIO = 1.3
 TARGET_RESUME_P50_MS = 20.0
 KINDS = ("pg", "sqlite")
-KIND_LABEL = {"pg": "PostgreSQL", "sqlite": "SQLite"}
+PROFILE_KINDS = ("pg", "pgac", "sqlite")
+SPLIT_PARTS = ("head", "span", "tail")
 
 
 # -- small helpers --------------------------------------------------------------------------------
@@ -163,8 +177,16 @@ def cleanup_services(services: Services) -> None:
     engine = create_engine(services.pg_url)
     try:
         with engine.begin() as conn:
-            for table in ("writes", "checkpoints"):
-                conn.execute(text(f'DROP TABLE IF EXISTS "{services.table_prefix}{table}"'))
+            # every table the savers created under the prefix, whatever the schema holds
+            tables = conn.execute(
+                text(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+                    "AND starts_with(tablename, :prefix)"
+                ),
+                {"prefix": services.table_prefix},
+            ).scalars()
+            for table in list(tables):
+                conn.execute(text(f'DROP TABLE IF EXISTS "{table}" CASCADE'))
     finally:
         engine.dispose()
     shutil.rmtree(services.tmpdir, ignore_errors=True)
@@ -261,17 +283,26 @@ def _cfg(thread_id: str) -> Any:
     return RunnableConfig(thread_id=thread_id)
 
 
-def ours_chain_once(bench_app: ModuleType, kind: str) -> tuple[float, dict[str, float]]:
-    """One chain run via ``invoke``: seconds end to end, and its head/span/tail split."""
+def ours_chain_once(
+    bench_app: ModuleType, kind: str, wait: bool = False
+) -> tuple[float, dict[str, float]]:
+    """One chain run: seconds end to end, and its head/span/tail split.
+
+    With ``wait``, ``graph.start(...)`` then ``RunHandle.wait()`` instead of ``graph.invoke``.
+    """
     graph = bench_app.GRAPHS[f"chain_{kind}"]
     thread_id = _thread(f"chain-{kind}")
     started = time.time()
     t0 = time.perf_counter()
-    state = graph.invoke({"count": 0}, _cfg(thread_id))
+    if wait:
+        count = graph.start({"count": 0}, _cfg(thread_id)).wait(timeout=120).as_state_data()
+        count = count["count"]
+    else:
+        count = graph.invoke({"count": 0}, _cfg(thread_id))["count"]
     elapsed = time.perf_counter() - t0
     ended = started + elapsed
-    if state["count"] != bench_app.CHAIN_LENGTH:
-        raise AssertionError(f"chain run ended with count {state['count']}")
+    if count != bench_app.CHAIN_LENGTH:
+        raise AssertionError(f"chain run ended with count {count}")
     checkpoints = bench_app.SAVERS[kind].list(thread_id)  # newest first, outside the timing
     first = checkpoints[-1].created_at.timestamp()
     last = checkpoints[0].created_at.timestamp()
@@ -279,10 +310,10 @@ def ours_chain_once(bench_app: ModuleType, kind: str) -> tuple[float, dict[str, 
     return elapsed, split
 
 
-def bare_chain_once(bench_app: ModuleType, length: int) -> float:
+def bare_chain_once(bench_app: ModuleType, length: int, task: str = "noop") -> float:
     from celery import chain
 
-    noop = bench_app.noop
+    noop = getattr(bench_app, task)
     t0 = time.perf_counter()
     result = chain(noop.s({}), *(noop.s() for _ in range(length - 1))).apply_async()
     value = result.get(timeout=120)
@@ -350,45 +381,53 @@ def bare_hop_once(bench_app: ModuleType) -> float:
 # -- scenarios ------------------------------------------------------------------------------------
 
 
+#: Scenario 1 variants: ours on each saver via invoke, ours on PostgreSQL via start()+wait(),
+#: ours on PostgreSQL through an AUTOCOMMIT engine (``pgac``, an experiment), bare chains of
+#: ``noop`` (the app's options) and of ``noop_default`` (Celery's defaults).
+CHAIN_VARIANTS = ("bare", "bare_default", "pg", "sqlite", "pg_wait", "pgac")
+
+
 @dataclass
 class ChainFigures:
     rounds: int
-    ours_ms: dict[str, float]  # kind -> median ms/run
-    bare_ms: float
-    ours_split_ms: dict[str, dict[str, float]]  # kind -> head/span/tail medians
+    median_ms: dict[str, float]  # variant -> median ms/run
+    split_ms: dict[str, dict[str, float]]  # ours variant -> head/span/tail medians
     samples_ms: dict[str, list[float]] = field(default_factory=dict)
 
 
-def scenario_chain(bench_app: ModuleType, rounds: int, warmup: int) -> ChainFigures:
+def _chain_variant(bench_app: ModuleType, variant: str) -> tuple[float, dict[str, float] | None]:
     length = bench_app.CHAIN_LENGTH
+    if variant == "bare":
+        return bare_chain_once(bench_app, length), None
+    if variant == "bare_default":
+        return bare_chain_once(bench_app, length, "noop_default"), None
+    if variant == "pg_wait":
+        return ours_chain_once(bench_app, "pg", wait=True)
+    return ours_chain_once(bench_app, variant)
+
+
+def scenario_chain(bench_app: ModuleType, rounds: int, warmup: int) -> ChainFigures:
     for _ in range(warmup):
-        for kind in KINDS:
-            ours_chain_once(bench_app, kind)
-        bare_chain_once(bench_app, length)
-    variants = ["bare", *KINDS]
-    samples: dict[str, list[float]] = {v: [] for v in variants}
-    splits: dict[str, list[dict[str, float]]] = {kind: [] for kind in KINDS}
+        for variant in CHAIN_VARIANTS:
+            _chain_variant(bench_app, variant)
+    samples: dict[str, list[float]] = {v: [] for v in CHAIN_VARIANTS}
+    splits: dict[str, list[dict[str, float]]] = {v: [] for v in CHAIN_VARIANTS}
     for round_no in range(rounds):
-        shift = round_no % len(variants)
-        for variant in variants[shift:] + variants[:shift]:
-            if variant == "bare":
-                samples[variant].append(bare_chain_once(bench_app, length))
-            else:
-                elapsed, split = ours_chain_once(bench_app, variant)
-                samples[variant].append(elapsed)
+        shift = round_no % len(CHAIN_VARIANTS)
+        for variant in CHAIN_VARIANTS[shift:] + CHAIN_VARIANTS[:shift]:
+            elapsed, split = _chain_variant(bench_app, variant)
+            samples[variant].append(elapsed)
+            if split is not None:
                 splits[variant].append(split)
     return ChainFigures(
         rounds=rounds,
-        ours_ms={kind: 1000 * _median(samples[kind]) for kind in KINDS},
-        bare_ms=1000 * _median(samples["bare"]),
-        ours_split_ms={
-            kind: {
-                part: 1000 * _median([s[part] for s in splits[kind]])
-                for part in ("head", "span", "tail")
-            }
-            for kind in KINDS
+        median_ms={v: 1000 * _median(samples[v]) for v in CHAIN_VARIANTS},
+        split_ms={
+            v: {part: 1000 * _median([s[part] for s in splits[v]]) for part in SPLIT_PARTS}
+            for v in CHAIN_VARIANTS
+            if splits[v]
         },
-        samples_ms={v: [1000 * s for s in samples[v]] for v in variants},
+        samples_ms={v: [1000 * s for s in samples[v]] for v in CHAIN_VARIANTS},
     )
 
 
@@ -472,6 +511,112 @@ def scenario_resume(bench_app: ModuleType, trials: int) -> ResumeFigures:
     )
 
 
+# -- CPU accounting -------------------------------------------------------------------------------
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_ticks(pid: int) -> int:
+    """utime + stime of ``pid`` in clock ticks (0 if it is gone or unreadable)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            text_ = (task / "children").read_text().split()
+            found.extend(int(child) for child in text_)
+    return found
+
+
+class CpuMeter:
+    """CPU time used by the processes of the benchmark: this client, the worker (main process
+    and pool child), the PostgreSQL backends connected to the bench database, Redis."""
+
+    def __init__(self, services: Services, worker: Worker) -> None:
+        self.services = services
+        self.worker = worker
+        client = redis.Redis.from_url(services.redis_url)
+        try:
+            self.redis_pid = int(client.info("server").get("process_id", 0))
+        finally:
+            client.close()
+        self.admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+
+    def close(self) -> None:
+        self.admin.dispose()
+
+    def _pg_pids(self) -> list[int]:
+        with self.admin.connect() as conn:
+            rows = conn.execute(
+                text("SELECT pid FROM pg_stat_activity WHERE datname = :name"),
+                {"name": PG_DATABASE},
+            ).all()
+        return [int(row.pid) for row in rows]
+
+    def _groups(self) -> dict[str, list[int]]:
+        main = self.worker.process.pid
+        return {
+            "client": [os.getpid()],
+            "worker": [main, *_children(main)],
+            "postgres": self._pg_pids(),
+            "redis": [self.redis_pid] if self.redis_pid else [],
+        }
+
+    def sample(self) -> dict[str, dict[int, int]]:
+        return {
+            group: {pid: _cpu_ticks(pid) for pid in pids} for group, pids in self._groups().items()
+        }
+
+    @staticmethod
+    def delta_ms(
+        before: dict[str, dict[int, int]], after: dict[str, dict[int, int]]
+    ) -> dict[str, float]:
+        """CPU ms per group between two samples (processes present in both)."""
+        out: dict[str, float] = {}
+        for group, ticks in after.items():
+            old = before.get(group, {})
+            used = sum(t - old[pid] for pid, t in ticks.items() if pid in old)
+            out[group] = 1000.0 * used / _CLK_TCK
+        out["total"] = sum(out.values())
+        return out
+
+
+@dataclass
+class CpuFigures:
+    runs: int
+    wall_ms: dict[str, float]  # variant -> wall ms per run (mean over the batch)
+    cpu_ms: dict[str, dict[str, float]]  # variant -> process group -> CPU ms per run
+
+
+def cpu_pass(services: Services, bench_app: ModuleType, worker: Worker, runs: int) -> CpuFigures:
+    """Each scenario-1 variant ``runs`` times back to back, with the CPU each process used."""
+    meter = CpuMeter(services, worker)
+    wall: dict[str, float] = {}
+    cpu: dict[str, dict[str, float]] = {}
+    try:
+        for variant in CHAIN_VARIANTS:
+            _chain_variant(bench_app, variant)  # connections of every pool are open
+            before = meter.sample()
+            t0 = time.perf_counter()
+            for _ in range(runs):
+                _chain_variant(bench_app, variant)
+            wall[variant] = 1000 * (time.perf_counter() - t0) / runs
+            after = meter.sample()
+            cpu[variant] = {
+                group: used / runs for group, used in meter.delta_ms(before, after).items()
+            }
+    finally:
+        meter.close()
+    return CpuFigures(runs=runs, wall_ms=wall, cpu_ms=cpu)
+
+
 # -- profiling ------------------------------------------------------------------------------------
 
 
@@ -512,8 +657,7 @@ class ProfileFigures:
     runs: int
     worker: dict[str, Any]  # bench.stats report (kinds)
     client_per_run: dict[str, dict[str, float]]  # kind -> statements / saver calls per run
-    cprofile_path: str = ""
-    cprofile_head: str = ""
+    cprofile_paths: list[str] = field(default_factory=list)
 
 
 def profile_pass(
@@ -521,12 +665,12 @@ def profile_pass(
 ) -> ProfileFigures:
     length = bench_app.CHAIN_LENGTH
     with running_worker(services, bench_app, {"LGC_BENCH_PROFILE": "1"}, "worker-profile.log"):
-        for kind in KINDS:
+        for kind in PROFILE_KINDS:
             ours_chain_once(bench_app, kind)
         bare_chain_once(bench_app, length)
         bench_app.stats.apply_async(kwargs={"reset": True}).get(timeout=30)
         client: dict[str, dict[str, float]] = {}
-        for kind in KINDS:
+        for kind in PROFILE_KINDS:
             saver = bench_app.SAVERS[kind]
             counter = _ClientCounter(saver.engine, saver)
             try:
@@ -540,20 +684,22 @@ def profile_pass(
             client[kind].update({f"saver.{k}": v / runs for k, v in sorted(counter.calls.items())})
         for _ in range(runs):
             bare_chain_once(bench_app, length)
+            bare_chain_once(bench_app, length, "noop_default")
         report = bench_app.stats.apply_async(kwargs={"reset": True}).get(timeout=30)
     figures = ProfileFigures(runs=runs, worker=report["kinds"], client_per_run=client)
     if cprofile_out is not None:
-        env = {"LGC_BENCH_PROFILE": "1", "LGC_BENCH_CPROFILE": "1"}
-        with running_worker(services, bench_app, env, "worker-cprofile.log"):
-            ours_chain_once(bench_app, "pg")
-            bench_app.stats.apply_async(kwargs={"reset": True}).get(timeout=30)
-            for _ in range(runs):
+        for timer in ("wall", "cpu"):
+            env = {"LGC_BENCH_PROFILE": "1", "LGC_BENCH_CPROFILE": timer}
+            with running_worker(services, bench_app, env, f"worker-cprofile-{timer}.log"):
                 ours_chain_once(bench_app, "pg")
-            report = bench_app.stats.apply_async(kwargs={"reset": True}).get(timeout=30)
-        cprofile_out.parent.mkdir(parents=True, exist_ok=True)
-        cprofile_out.write_text(report["cprofile"])
-        figures.cprofile_path = str(cprofile_out)
-        figures.cprofile_head = "\n".join(report["cprofile"].splitlines()[:45])
+                bench_app.stats.apply_async(kwargs={"reset": True}).get(timeout=30)
+                for _ in range(runs):
+                    ours_chain_once(bench_app, "pg")
+                report = bench_app.stats.apply_async(kwargs={"reset": True}).get(timeout=30)
+            path = cprofile_out.with_name(f"{cprofile_out.stem}-{timer}{cprofile_out.suffix}")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(report["cprofile"])
+            figures.cprofile_paths.append(str(path))
     return figures
 
 
@@ -567,6 +713,7 @@ class Report:
     concurrent: ConcurrentFigures
     resume: ResumeFigures
     profile: ProfileFigures | None
+    cpu: CpuFigures | None
     targets: dict[str, bool]
 
 
@@ -584,46 +731,58 @@ def render(report: Report) -> str:
         f"kombu {env['kombu']}, redis-py {env['redis_py']}, SQLAlchemy {env['sqlalchemy']}, "
         f"psycopg {env['psycopg']}",
         f"PostgreSQL {env['postgresql']}, SQLite {env['sqlite']}, Redis {env['redis_server']} "
-        f"(db {REDIS_DB}), {env['cpus']} CPUs, {env['platform']}",
-        "one worker: celery -A bench.celery_bench_app worker -P prefork -c 1",
+        f"(db {REDIS_DB}), {env['cpus']} CPUs, load average {env['loadavg_before']} before / "
+        f"{env['loadavg_after']} after, {env['platform']}",
+        f"langgraph_celery {env['langgraph_celery']} at {env['source']}; one worker: "
+        "celery -A bench.celery_bench_app worker -P prefork -c 1",
         "",
         f"{'figure':<46}{'ours PG':>10}{'ours SQLite':>13}{'bare':>9}"
         f"{'PG/bare':>9}{'target':>9}{'met':>5}",
         "-" * 101,
     ]
 
-    def row(label: str, pg: float, lite: float, bare: float | None, target: str, met: str) -> None:
+    def row(
+        label: str,
+        pg: float,
+        lite: float | None,
+        bare: float | None,
+        target: str = "",
+        met: str = "",
+    ) -> None:
+        lite_s = f"{lite:13.2f}" if lite is not None else " " * 13
         bare_s = f"{bare:9.2f}" if bare is not None else " " * 9
         ratio = f"{pg / bare:9.2f}" if bare else " " * 9
-        lines.append(f"{label:<46}{pg:10.2f}{lite:13.2f}{bare_s}{ratio}{target:>9}{met:>5}")
+        lines.append(f"{label:<46}{pg:10.2f}{lite_s}{bare_s}{ratio}{target:>9}{met:>5}")
 
-    c_pg, c_lite = chain_.ours_ms["pg"], chain_.ours_ms["sqlite"]
+    med = chain_.median_ms
     row(
         f"1. chain of {length}: ms/run (median, {chain_.rounds} rounds)",
-        c_pg,
-        c_lite,
-        chain_.bare_ms,
+        med["pg"],
+        med["sqlite"],
+        med["bare"],
         f"<={TARGET_RATIO}",
         _met(report.targets["chain_ratio"]),
     )
-    row(
-        "   ms/step",
-        c_pg / length,
-        c_lite / length,
-        chain_.bare_ms / length,
-        "",
-        "",
-    )
-    lines.append(f"   (SQLite/bare {c_lite / chain_.bare_ms:.2f})")
-    for part in ("head", "span", "tail"):
+    row("   ms/step", med["pg"] / length, med["sqlite"] / length, med["bare"] / length)
+    for part in SPLIT_PARTS:
         row(
             f"   ours split: {part} ms (median)",
-            chain_.ours_split_ms["pg"][part],
-            chain_.ours_split_ms["sqlite"][part],
+            chain_.split_ms["pg"][part],
+            chain_.split_ms["sqlite"][part],
             None,
-            "",
-            "",
         )
+    row("   ours PG via start()+wait(): ms/run", med["pg_wait"], None, med["bare"])
+    wait_split = " / ".join(f"{chain_.split_ms['pg_wait'][p]:.2f}" for p in SPLIT_PARTS)
+    lines.append(f"{'     its head / span / tail ms (median)':<46}{wait_split:>10}")
+    row("   ours PG, AUTOCOMMIT engine (experiment)", med["pgac"], None, med["bare"])
+    ac_split = " / ".join(f"{chain_.split_ms['pgac'][p]:.2f}" for p in SPLIT_PARTS)
+    lines.append(f"{'     its head / span / tail ms (median)':<46}{ac_split:>10}")
+    default = med["bare_default"]
+    lines.append(
+        f"{'   bare, Celery default task options: ms/run':<46}{'':23}{default:9.2f}"
+        f"{med['pg'] / default:9.2f}   ({default / length:.2f} ms/step)"
+    )
+    lines.append(f"   SQLite/bare ratio {med['sqlite'] / med['bare']:.2f}")
     row(
         f"2. {conc.runs} concurrent 2-node runs: total ms",
         conc.ours_ms["pg"],
@@ -643,53 +802,90 @@ def render(report: Report) -> str:
         f"<{TARGET_RESUME_P50_MS:g}ms",
         _met(report.targets["resume_p50"]),
     )
-    row("   p95 ms", res.p95_ms["pg"], res.p95_ms["sqlite"], res.bare_hop_p95_ms, "", "")
+    row("   p95 ms", res.p95_ms["pg"], res.p95_ms["sqlite"], res.bare_hop_p95_ms)
     row(
         "   client prep (call -> resume sent) p50",
         res.prep_p50_ms["pg"],
         res.prep_p50_ms["sqlite"],
         None,
-        "",
-        "",
     )
-    row(
-        "   resume sent -> b starts p50",
-        res.hop_p50_ms["pg"],
-        res.hop_p50_ms["sqlite"],
-        None,
-        "",
-        "",
-    )
-    lines.append("   (bare column of 3.: one bare task, apply_async -> body starts)")
+    row("   resume sent -> b starts p50", res.hop_p50_ms["pg"], res.hop_p50_ms["sqlite"], None)
+    lines.append("   (bare column of 3.: one bare task, apply_async -> its body starts)")
+    if report.cpu is not None:
+        lines += ["", *render_cpu(report.cpu, length)]
     if report.profile is not None:
         lines += ["", *render_profile(report.profile, length)]
     return "\n".join(lines)
 
 
+def render_cpu(cpu: CpuFigures, length: int) -> list[str]:
+    groups = ("client", "worker", "postgres", "redis", "total")
+    lines = [
+        f"CPU per {length}-step run ({cpu.runs} runs of each variant back to back; ms of CPU "
+        "from /proc, 10 ms ticks):",
+        f"  {'variant':<14}{'wall ms':>9}" + "".join(f"{g:>10}" for g in groups),
+    ]
+    for variant, used in cpu.cpu_ms.items():
+        lines.append(
+            f"  {variant:<14}{cpu.wall_ms[variant]:9.1f}"
+            + "".join(f"{used.get(g, 0.0):10.1f}" for g in groups)
+        )
+    return lines
+
+
 def render_profile(profile: ProfileFigures, length: int) -> list[str]:
     lines = [
-        f"Profile (worker with LGC_BENCH_PROFILE=1, {profile.runs} runs of each; per task, "
-        "prerun->postrun = body + result store + chain send):",
+        f"Profile (worker with LGC_BENCH_PROFILE=1, {profile.runs} runs of each; per task, ms "
+        "wall (CPU); body = prerun->postrun: STARTED store + function + result store + "
+        "chain send):",
     ]
     for kind, data in sorted(profile.worker.items()):
         phases = ", ".join(
-            f"{name} {p['calls']:.2f}x {p['ms']:.3f}ms" for name, p in data["phases"].items()
+            f"{name} {p['calls']:.0f}x {p['ms']:.2f} ({p['cpu_ms']:.2f} CPU)"
+            for name, p in data["phases"].items()
         )
         lines.append(
-            f"  {kind:<24} {data['tasks']:5d} tasks  body {data['body_ms']:.3f} ms  "
-            f"SQL {data['sql_statements']:.2f} stmts, {data['commits']:.2f} commits"
+            f"  {kind:<24} {data['tasks']:5d} tasks  body {data['body_ms']:.2f} ms "
+            f"({data['body_cpu_ms']:.2f} CPU)  "
+            f"SQL {data['sql_statements']:.2f} stmts, {data['commits']:.2f} commits, "
+            f"{data['pg_round_trips']:.2f} PG round trips"
         )
         if phases:
             lines.append(f"  {'':<24} {phases}")
     for kind, counts in profile.client_per_run.items():
         per_run = ", ".join(f"{k} {v:.1f}" for k, v in counts.items())
         lines.append(f"  client per {length}-node run ({kind}): {per_run}")
-    if profile.cprofile_path:
-        lines.append(f"  cProfile of node task bodies (PG): {profile.cprofile_path}")
+    for path in profile.cprofile_paths:
+        lines.append(f"  cProfile of node task bodies (PG): {path}")
     return lines
 
 
 # -- main -----------------------------------------------------------------------------------------
+
+
+def _source_state() -> str:
+    """The commit the benchmark ran on, and whether ``src/`` differed from it (read-only git)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "diff", "--quiet", "HEAD", "--", "src"], cwd=ROOT, check=False
+        ).returncode
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    return f"{head}{' + uncommitted changes in src/' if dirty else ''}"
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
 
 
 def environment(services: Services, bench_app: ModuleType) -> dict[str, Any]:
@@ -707,12 +903,15 @@ def environment(services: Services, bench_app: ModuleType) -> dict[str, Any]:
         "sqlalchemy": _version("SQLAlchemy"),
         "psycopg": _version("psycopg"),
         "langgraph_celery": _version("langgraph-celery"),
+        "source": _source_state(),
         "postgresql": services.pg_version,
         "sqlite": services.sqlite_version,
         "redis_server": redis_server,
         "cpus": os.cpu_count(),
         "platform": platform.platform(terse=True),
         "chain_length": bench_app.CHAIN_LENGTH,
+        "loadavg_before": _loadavg(),
+        "loadavg_after": "",
     }
 
 
@@ -725,7 +924,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--cprofile-out",
         type=Path,
         default=None,
-        help="where to write the worker's cProfile text (default: next to --json, or skipped)",
+        help="where to write the worker's cProfile texts, as STEM-wall.txt and STEM-cpu.txt "
+        "(default: next to --json, or skipped)",
     )
     args = parser.parse_args(argv)
     quick: bool = args.quick
@@ -733,6 +933,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     conc_rounds = 2 if quick else 9
     trials = 5 if quick else 40
     profile_runs = 3 if quick else 20
+    cpu_runs = 3 if quick else 15
 
     services = prepare_services()
     os.environ.update(services.env())
@@ -750,28 +951,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"worker logs in {services.tmpdir}",
             file=sys.stderr,
         )
-        with running_worker(services, bench_app, {}, "worker.log"):
+        with running_worker(services, bench_app, {}, "worker.log") as worker:
             print("1. chain ...", file=sys.stderr)
             chain_ = scenario_chain(bench_app, rounds, warmup)
             print("2. concurrent ...", file=sys.stderr)
             conc = scenario_concurrent(bench_app, conc_rounds, CONCURRENT_RUNS)
             print("3. resume ...", file=sys.stderr)
             res = scenario_resume(bench_app, trials)
+            cpu = None
+            if not args.no_profile:
+                print("CPU accounting ...", file=sys.stderr)
+                cpu = cpu_pass(services, bench_app, worker, cpu_runs)
         profile = None
         if not args.no_profile:
             print("profiling ...", file=sys.stderr)
             cprofile_out = args.cprofile_out
             if cprofile_out is None and args.json is not None:
-                cprofile_out = args.json.with_suffix(".cprofile.txt")
+                cprofile_out = args.json.with_name(args.json.stem + ".cprofile.txt")
             profile = profile_pass(services, bench_app, profile_runs, cprofile_out)
+        env["loadavg_after"] = _loadavg()
         report = Report(
             environment=env,
             chain=chain_,
             concurrent=conc,
             resume=res,
             profile=profile,
+            cpu=cpu,
             targets={
-                "chain_ratio": chain_.ours_ms["pg"] / chain_.bare_ms <= TARGET_RATIO,
+                "chain_ratio": chain_.median_ms["pg"] / chain_.median_ms["bare"] <= TARGET_RATIO,
                 "concurrent_ratio": conc.ours_ms["pg"] / conc.bare_ms <= TARGET_RATIO,
                 "resume_p50": res.p50_ms["pg"] < TARGET_RESUME_P50_MS,
             },

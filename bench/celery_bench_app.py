@@ -11,15 +11,20 @@ passes them to the worker):
 * ``LGC_BENCH_PG_URL``: PostgreSQL database of the ``*_pg`` graphs (default: none, no such graphs);
 * ``LGC_BENCH_SQLITE_URL``: SQLite database of the ``*_sqlite`` graphs (default: none);
 * ``LGC_BENCH_TABLE_PREFIX``: table prefix of both savers (default ``lgc_bench_``);
-* ``LGC_BENCH_PROFILE=1``: the worker times the phases of every task body (saver calls, sends),
-  counts SQL statements and, with ``LGC_BENCH_CPROFILE=1``, runs node task bodies under cProfile;
-  the task ``bench.stats`` returns (and resets) what was collected.
+* ``LGC_BENCH_PROFILE=1``: the worker times the phases of every task body (saver calls, sends;
+  wall and CPU time), counts SQL statements and PostgreSQL round trips and, with
+  ``LGC_BENCH_CPROFILE=wall`` or ``cpu``, runs node task bodies under cProfile (wall-clock or
+  CPU timer); the task ``bench.stats`` returns (and resets) what was collected.
 
 Graphs (``<kind>`` is ``pg`` or ``sqlite``): ``chain_<kind>`` is a chain of :data:`CHAIN_LENGTH`
 nodes each adding 1 to ``count``; ``pair_<kind>`` is ``a -> b``; ``resume_<kind>`` is ``a -> b``
 with ``interrupt_before=("b",)``, where ``b`` records ``time.time()`` at its start into
-``b_started``.  Bare tasks: ``bench.noop`` (takes and returns a small dict), ``bench.stamp``
-(returns ``time.time()`` at its start), ``bench.ping``.
+``b_started``.  ``chain_pgac`` is the chain on the same PostgreSQL database through an
+``AUTOCOMMIT`` engine (an experiment: one round trip per saver call).
+
+Bare tasks: ``bench.noop`` (takes and returns a small dict; the app's options, which the
+executor set), ``bench.noop_default`` (the same with Celery's default task options),
+``bench.stamp`` (returns ``time.time()`` at its start), ``bench.ping``.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from typing import Any
 
 from celery.app.base import Celery
 from celery.signals import task_postrun, task_prerun
-from sqlalchemy import event
+from sqlalchemy import create_engine, event
 
 from langgraph_celery import END, START, Channel, CompileConfig, CompiledGraph, StateGraph
 from langgraph_celery.celery import CeleryExecutor
@@ -49,6 +54,7 @@ __all__ = [
     "app",
     "executor",
     "noop",
+    "noop_default",
     "ping",
     "stamp",
     "stats",
@@ -60,7 +66,9 @@ PG_URL = os.environ.get("LGC_BENCH_PG_URL", "")
 SQLITE_URL = os.environ.get("LGC_BENCH_SQLITE_URL", "")
 TABLE_PREFIX = os.environ.get("LGC_BENCH_TABLE_PREFIX", "lgc_bench_")
 PROFILE = os.environ.get("LGC_BENCH_PROFILE") == "1"
-CPROFILE = PROFILE and os.environ.get("LGC_BENCH_CPROFILE") == "1"
+#: ``wall`` (or ``1``): cProfile with its default (wall-clock) timer; ``cpu``: with
+#: ``time.process_time``, so that waiting on PostgreSQL or Redis counts for nothing.
+CPROFILE = os.environ.get("LGC_BENCH_CPROFILE", "") if PROFILE else ""
 
 app = Celery("lgc_bench", broker=REDIS_URL, backend=REDIS_URL)
 app.conf.update(worker_hijack_root_logger=False, result_expires=3600)
@@ -75,6 +83,13 @@ executor = CeleryExecutor(app)
 @app.task(name="bench.noop")
 def noop(data: dict[str, Any] | None = None) -> dict[str, Any]:
     """A no-op link of a bare chain: a small dict in, a small dict out."""
+    return {"count": int((data or {}).get("count", 0)) + 1}
+
+
+@app.task(name="bench.noop_default", track_started=False, acks_late=False)
+def noop_default(data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``noop`` with Celery's default task options instead of the executor's (no STARTED state,
+    early ack): what a bare chain costs on an app the executor did not configure."""
     return {"count": int((data or {}).get("count", 0)) + 1}
 
 
@@ -136,6 +151,13 @@ def _pair_graph(saver: SqlSaver, graph_id: str, interrupt: bool, b: Any) -> Comp
     )
 
 
+def _psycopg_url(url: str) -> str:
+    for scheme in ("postgresql://", "postgres://"):
+        if url.startswith(scheme):
+            return "postgresql+psycopg://" + url[len(scheme) :]
+    return url
+
+
 #: Savers by kind (``pg``, ``sqlite``), for the kinds configured.
 SAVERS: dict[str, SqlSaver] = {}
 #: Compiled graphs by name (``chain_pg``, ``pair_sqlite``, ``resume_pg``, ...).
@@ -150,6 +172,17 @@ for _kind, _url in (("pg", PG_URL), ("sqlite", SQLITE_URL)):
     GRAPHS[f"pair_{_kind}"] = _pair_graph(_saver, f"bench_pair_{_kind}", False, _add_one)
     GRAPHS[f"resume_{_kind}"] = _pair_graph(_saver, f"bench_resume_{_kind}", True, _record_start)
 
+if PG_URL:
+    # An experiment, not a recommended set-up: the same database through an AUTOCOMMIT engine,
+    # so that each single-statement saver call is one round trip instead of three (BEGIN,
+    # statement, COMMIT).  ``release`` loses its atomicity this way; the chain never calls it.
+    _autocommit = SqlSaver(
+        create_engine(_psycopg_url(PG_URL), isolation_level="AUTOCOMMIT"),
+        table_prefix=TABLE_PREFIX,
+    )
+    SAVERS["pgac"] = _autocommit
+    GRAPHS["chain_pgac"] = _chain_graph(_autocommit, "bench_chain_pgac")
+
 
 # -- worker-side profiling (LGC_BENCH_PROFILE=1) --------------------------------------------------
 
@@ -160,24 +193,33 @@ class _Collector:
     def __init__(self) -> None:
         self.current: str | None = None
         self.started = 0.0
+        self.started_cpu = 0.0
         self.tasks: dict[str, int] = defaultdict(int)
         self.body_s: dict[str, float] = defaultdict(float)
+        self.body_cpu_s: dict[str, float] = defaultdict(float)
         self.phase_calls: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.phase_s: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self.phase_cpu_s: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self.sql: dict[str, int] = defaultdict(int)
         self.commits: dict[str, int] = defaultdict(int)
-        self.profiler: cProfile.Profile | None = cProfile.Profile() if CPROFILE else None
+        self.pg_statements: dict[str, int] = defaultdict(int)
+        self.pg_commands: dict[str, int] = defaultdict(int)
+        self.profiler: cProfile.Profile | None = None
+        if CPROFILE == "cpu":
+            self.profiler = cProfile.Profile(time.process_time)
+        elif CPROFILE:
+            self.profiler = cProfile.Profile()
 
     def kind(self, task_name: str) -> str | None:
         if task_name.startswith("langgraph_celery.node."):
             return "node:" + task_name.split(".")[2]
-        if task_name in ("bench.noop", "langgraph_celery.resume"):
+        if task_name in ("bench.noop", "bench.noop_default", "langgraph_celery.resume"):
             return task_name
         return None
 
     def timed(self, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.process_time()
             try:
                 return fn(*args, **kwargs)
             finally:
@@ -185,6 +227,7 @@ class _Collector:
                 if kind is not None:
                     self.phase_calls[kind][phase] += 1
                     self.phase_s[kind][phase] += time.perf_counter() - started
+                    self.phase_cpu_s[kind][phase] += time.process_time() - started_cpu
 
         return wrapper
 
@@ -194,12 +237,15 @@ class _Collector:
             kinds[kind] = {
                 "tasks": count,
                 "body_ms": 1000 * self.body_s[kind] / count,
+                "body_cpu_ms": 1000 * self.body_cpu_s[kind] / count,
                 "sql_statements": self.sql[kind] / count,
                 "commits": self.commits[kind] / count,
+                "pg_round_trips": (self.pg_statements[kind] + self.pg_commands[kind]) / count,
                 "phases": {
                     phase: {
                         "calls": calls / count,
                         "ms": 1000 * self.phase_s[kind][phase] / count,
+                        "cpu_ms": 1000 * self.phase_cpu_s[kind][phase] / count,
                     }
                     for phase, calls in sorted(self.phase_calls[kind].items())
                 },
@@ -217,14 +263,36 @@ class _Collector:
 _collector = _Collector()
 
 
+def _count_psycopg_commands() -> None:
+    """Count the commands psycopg sends on its own (``BEGIN``, ``COMMIT``, ``ROLLBACK``; one
+    round trip each when sent), to add to the statements SQLAlchemy executes."""
+    try:
+        from psycopg import _connection_base
+    except ImportError:  # pragma: no cover - no PostgreSQL driver, nothing to count
+        return
+    base: Any = _connection_base.BaseConnection
+    original = base._exec_command
+
+    def exec_command(self: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
+        if _collector.current is not None:
+            _collector.pg_commands[_collector.current] += 1
+        return original(self, command, *args, **kwargs)
+
+    base._exec_command = exec_command
+
+
 def _install_profiling() -> None:
     for saver in SAVERS.values():
         for phase in ("get", "get_writes", "put_writes", "put", "list", "release"):
             setattr(saver, phase, _collector.timed(f"saver.{phase}", getattr(saver, phase)))
 
-        def on_statement(*_: Any) -> None:
+        postgres = saver.engine.dialect.name == "postgresql"
+
+        def on_statement(*_: Any, postgres: bool = postgres) -> None:
             if _collector.current is not None:
                 _collector.sql[_collector.current] += 1
+                if postgres:
+                    _collector.pg_statements[_collector.current] += 1
 
         def on_commit(*_: Any) -> None:
             if _collector.current is not None:
@@ -232,6 +300,7 @@ def _install_profiling() -> None:
 
         event.listen(saver.engine, "before_cursor_execute", on_statement)
         event.listen(saver.engine, "commit", on_commit)
+    _count_psycopg_commands()
     setattr(  # noqa: B010 - instance attribute shadows the method on purpose
         executor, "_send_node", _collector.timed("send_node", executor._send_node)
     )
@@ -247,7 +316,9 @@ def _on_prerun(task: Any = None, **_: Any) -> None:
     kind = _collector.kind(str(task.name))
     _collector.current = kind
     _collector.started = time.perf_counter()
-    if kind is not None and kind != "bench.noop" and _collector.profiler is not None:
+    _collector.started_cpu = time.process_time()
+    bare = kind is None or kind.startswith("bench.")
+    if not bare and _collector.profiler is not None:
         _collector.profiler.enable()
 
 
@@ -262,6 +333,7 @@ def _on_postrun(task: Any = None, **_: Any) -> None:
         _collector.profiler.disable()
     _collector.tasks[kind] += 1
     _collector.body_s[kind] += time.perf_counter() - _collector.started
+    _collector.body_cpu_s[kind] += time.process_time() - _collector.started_cpu
     _collector.current = None
 
 

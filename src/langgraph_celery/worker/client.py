@@ -15,6 +15,7 @@ from langgraph_celery.errors import GraphStateError
 from langgraph_celery.graph import _sync
 from langgraph_celery.graph._engine import _has_pending
 from langgraph_celery.graph._local import Outcome
+from langgraph_celery.graph._sync import SHARED_POOL
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import (
     END,
@@ -40,6 +41,8 @@ RUNNING, INTERRUPTED, COMPLETED, FAILED, CANCELLED = (
     "cancelled",
 )
 _POLL_MIN, _POLL_MAX = 0.0005, 0.02
+#: With wake-ups, how long a client waits for one before reading the store anyway.
+_WAKE_FALLBACK = 0.25
 
 
 @dataclass(frozen=True)
@@ -181,28 +184,43 @@ class CelerySource:
     async def follow(
         self, checkpoint: Checkpoint, config: RunnableConfig, outcome: Outcome
     ) -> AsyncIterator[NodeOutput]:
-        """Yield the outputs of the run from ``checkpoint`` on, then settle ``outcome``."""
+        """Yield the outputs of the run from ``checkpoint`` on, then settle ``outcome``.
+
+        Woken by the thread's Redis channel when the app uses Redis (with a slow read as a
+        fallback), else polling the store with a growing interval.
+        """
         runtime = self.runtime
+        subscription = runtime.executor.notifier.subscribe(checkpoint.thread_id)
+        loop = asyncio.get_running_loop()
         seen = checkpoint
         delay = _POLL_MIN
-        while True:
-            view = runtime.saver.get_with_writes(checkpoint.thread_id)
-            latest = view.checkpoint
-            if latest is None:
-                raise GraphStateError(f"thread {checkpoint.thread_id!r} was released or deleted")
-            if latest.checkpoint_id != seen.checkpoint_id:
-                for step in self._since(latest, seen.checkpoint_id):
-                    for output in self._outputs(step, config):
+        try:
+            while True:
+                view = runtime.saver.get_with_writes(checkpoint.thread_id)
+                latest = view.checkpoint
+                if latest is None:
+                    raise GraphStateError(
+                        f"thread {checkpoint.thread_id!r} was released or deleted"
+                    )
+                if latest.checkpoint_id != seen.checkpoint_id:
+                    for step in self._since(latest, seen.checkpoint_id):
+                        for output in self._outputs(step, config):
+                            yield output
+                    seen = latest
+                    delay = _POLL_MIN
+                status = status_of(view)
+                if status.terminal:
+                    for output in self._settle(status, config, outcome):
                         yield output
-                seen = latest
-                delay = _POLL_MIN
-            status = status_of(view)
-            if status.terminal:
-                for output in self._settle(status, config, outcome):
-                    yield output
-                return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _POLL_MAX)
+                    return
+                if subscription is not None:
+                    await loop.run_in_executor(SHARED_POOL, subscription.wait, _WAKE_FALLBACK)
+                else:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, _POLL_MAX)
+        finally:
+            if subscription is not None:
+                subscription.close()
 
     def _settle(
         self, status: RunStatus, config: RunnableConfig, outcome: Outcome
@@ -292,17 +310,26 @@ class RunHandle:
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = _POLL_MIN
         runtime = self._source().runtime
-        while True:
-            status = read_status(runtime, self._latest_of_run())
-            if status.terminal:
-                outcome = Outcome()
-                config = RunnableConfig(thread_id=self.thread_id)
-                self._source()._settle(status, config, outcome)
-                return GraphResult.of(outcome.value)
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"run {self.run_id} still running after {timeout} s")
-            time.sleep(delay)
-            delay = min(delay * 2, _POLL_MAX)
+        subscription = runtime.executor.notifier.subscribe(self.thread_id)
+        try:
+            while True:
+                status = read_status(runtime, self._latest_of_run())
+                if status.terminal:
+                    outcome = Outcome()
+                    config = RunnableConfig(thread_id=self.thread_id)
+                    self._source()._settle(status, config, outcome)
+                    return GraphResult.of(outcome.value)
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"run {self.run_id} still running after {timeout} s")
+                if subscription is not None:
+                    subscription.wait(min(_WAKE_FALLBACK, left or _WAKE_FALLBACK))
+                else:
+                    time.sleep(min(delay, left or delay))
+                    delay = min(delay * 2, _POLL_MAX)
+        finally:
+            if subscription is not None:
+                subscription.close()
 
     def cancel(self) -> bool:
         """Stop the run at its current step; True if this call cancelled it.

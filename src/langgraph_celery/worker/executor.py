@@ -14,6 +14,7 @@ from langgraph_celery.checkpoint.base import PendingTask
 from langgraph_celery.errors import GraphDefinitionError
 from langgraph_celery.worker import names
 from langgraph_celery.worker.envelope import MalformedMessage, TaskEnvelope
+from langgraph_celery.worker.notify import Notifier
 from langgraph_celery.worker.runtime import GraphRuntime
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ class CeleryExecutor:
         self.reap_interval = float(reap_interval)
         self.stalled_after = float(stalled_after)
         self.interrupt_timeout = interrupt_timeout
+        self.notifier = Notifier(app)
         _apply_safe_settings(app)
         self._register_common_tasks()
         schedule = dict(app.conf.beat_schedule or {})

@@ -23,6 +23,10 @@ Timers (one per thread, in the checkpoint store's timers table)
     ``stall``  the thread has an active run: the reaper checks it progresses.
     ``deadline``  the thread's run is parked with an interrupt timeout.
 
+Redis channels (wake-ups, when the app uses Redis)
+    ``langgraph_celery:thread:<thread_id>``  published when a checkpoint or marker of the
+    thread is committed; clients following a run wait on it.
+
 Beat schedule entries
     ``langgraph_celery.reap``  the reaper, every ``reap_interval`` seconds.
 
@@ -47,6 +51,7 @@ __all__ = [
     "START_TASK",
     "celery_task_id",
     "node_task_name",
+    "thread_channel",
 ]
 
 RESUME_TASK = "langgraph_celery.resume"
@@ -69,3 +74,7 @@ def node_task_name(graph_id: str, node: str) -> str:
 
 def celery_task_id(run_id: str, checkpoint_id: str, task_id: str) -> str:
     return f"lgc:{run_id}:{checkpoint_id}:{task_id}"
+
+
+def thread_channel(thread_id: str) -> str:
+    return f"langgraph_celery:thread:{thread_id}"

@@ -103,9 +103,11 @@ class GraphRuntime:
     # -- markers --------------------------------------------------------------------------------
 
     def mark(self, checkpoint: Checkpoint, marker: str, node: str, data: Mapping[str, Any]) -> bool:
-        return self.saver.put_writes(
+        stored = self.saver.put_writes(
             checkpoint.thread_id, checkpoint.checkpoint_id, marker, node, dict(data)
         )
+        self.executor.notifier.publish(checkpoint.thread_id)
+        return stored
 
     def mark_interrupt(self, checkpoint: Checkpoint, interruption: InterruptionMetadata) -> None:
         """Park the run at ``checkpoint``; with an interrupt timeout, arm its deadline."""
@@ -276,6 +278,7 @@ class GraphRuntime:
             self.mark_error(checkpoint, checkpoint.next[-1], error)
             return {"status": "failed", "error_type": type(error).__name__}
         new = result.checkpoint
+        self.executor.notifier.publish(new.thread_id)
         if result.interruption is not None:
             self.mark_interrupt(new, result.interruption)
         else:

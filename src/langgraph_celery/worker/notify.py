@@ -1,0 +1,91 @@
+"""Wake-ups for clients that follow a run: a worker publishes on the thread's Redis channel when
+it commits a checkpoint or a marker, and a client waiting on the run re-reads the checkpoint
+store (the source of truth) when woken, instead of polling it in a tight loop.
+
+Used when the app's result backend or broker is Redis; otherwise clients poll.  A lost message
+only delays a client until its next fallback read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from typing import Any
+
+from langgraph_celery.worker import names
+
+__all__ = ["Notifier", "Subscription"]
+
+log = logging.getLogger("langgraph_celery.worker")
+
+
+def _redis_url(app: Any) -> str | None:
+    for url in (app.conf.result_backend, app.conf.broker_url):
+        if isinstance(url, str) and url.startswith(("redis://", "rediss://", "unix://")):
+            return url
+    return None
+
+
+class Subscription:
+    """A client's subscription to one thread's channel."""
+
+    def __init__(self, pubsub: Any) -> None:
+        self._pubsub = pubsub
+
+    def wait(self, timeout: float) -> bool:
+        """Block until a wake-up arrives (True) or ``timeout`` seconds pass (False)."""
+        try:
+            message = self._pubsub.get_message(ignore_subscribe_messages=True, timeout=timeout)
+        except Exception:  # a broken connection: the caller falls back to reading the store
+            return False
+        return message is not None
+
+    def close(self) -> None:
+        try:
+            self._pubsub.close()
+        except Exception:
+            pass
+
+
+class Notifier:
+    """Publishes and subscribes to per-thread wake-ups over Redis, when the app uses Redis."""
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def _redis(self) -> Any:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    url = _redis_url(self._app)
+                    if url is None:
+                        self._client = False
+                    else:
+                        import redis
+
+                        self._client = redis.Redis.from_url(url, socket_timeout=5)
+        return self._client or None
+
+    def publish(self, thread_id: str) -> None:
+        client = self._redis()
+        if client is None:
+            return
+        try:
+            client.publish(names.thread_channel(thread_id), b"1")
+        except Exception as error:  # a wake-up is an optimisation; the store stays the truth
+            log.debug("could not publish a wake-up for thread %r: %s", thread_id, error)
+
+    def subscribe(self, thread_id: str) -> Subscription | None:
+        client = self._redis()
+        if client is None:
+            return None
+        try:
+            pubsub = client.pubsub()
+            pubsub.subscribe(names.thread_channel(thread_id))
+        except Exception as error:
+            log.debug("could not subscribe to thread %r: %s", thread_id, error)
+            return None
+        return Subscription(pubsub)
