@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Insert, Row, create_engine, delete, event, insert, select
+from sqlalchemy import Engine, Insert, Row, create_engine, delete, event, insert, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
@@ -282,36 +282,51 @@ class SqlSaver(BaseCheckpointSaver):
         return True
 
     def get_with_writes(self, thread_id: str, checkpoint_id: str | None = None) -> CheckpointView:
+        """One statement: the checkpoint joined with its writes and its parent's markers."""
         table, writes = self._tables.checkpoints, self._tables.writes
-        query = select(*self._checkpoint_columns()).where(table.c.thread_id == thread_id)
+        chosen = select(*self._checkpoint_columns()).where(table.c.thread_id == thread_id)
         if checkpoint_id is None:
-            query = query.order_by(table.c.seq.desc()).limit(1)
+            chosen = chosen.order_by(table.c.seq.desc()).limit(1)
         else:
-            query = query.where(table.c.checkpoint_id == checkpoint_id)
+            chosen = chosen.where(table.c.checkpoint_id == checkpoint_id)
+        found = chosen.cte("chosen")
+        query = (
+            select(
+                found,
+                writes.c.checkpoint_id.label("w_checkpoint_id"),
+                writes.c.task_id.label("w_task_id"),
+                writes.c.node.label("w_node"),
+                writes.c.body.label("w_body"),
+            )
+            .select_from(
+                found.outerjoin(
+                    writes,
+                    (writes.c.thread_id == thread_id)
+                    & or_(
+                        writes.c.checkpoint_id == found.c.checkpoint_id,
+                        (writes.c.checkpoint_id == found.c.parent_id)
+                        & writes.c.task_id.startswith("__", autoescape=True),
+                    ),
+                )
+            )
+            .order_by(writes.c.seq, writes.c.task_id)
+        )
         with self._autocommit() as conn:
-            row = conn.execute(query).first()
-            if row is None:
-                return CheckpointView(None)
-            checkpoint = self._load(thread_id, row)
-            ids = [checkpoint.checkpoint_id]
-            if checkpoint.parent_id is not None:
-                ids.append(checkpoint.parent_id)
-            rows = conn.execute(
-                select(writes.c.checkpoint_id, writes.c.task_id, writes.c.node, writes.c.body)
-                .where(writes.c.thread_id == thread_id, writes.c.checkpoint_id.in_(ids))
-                .order_by(writes.c.seq, writes.c.task_id)
-            ).all()
+            rows = conn.execute(query).all()
+        if not rows:
+            return CheckpointView(None)
+        checkpoint = self._load(thread_id, rows[0])
         own: dict[str, PendingWrite] = {}
         parent: dict[str, PendingWrite] = {}
-        for write_row in rows:
-            mine = write_row.checkpoint_id == checkpoint.checkpoint_id
-            if not mine and not write_row.task_id.startswith("__"):
+        for row in rows:
+            if row.w_task_id is None:
                 continue
             write = PendingWrite(
-                task_id=write_row.task_id,
-                node=write_row.node,
-                update=dict(self.serializer.loads(write_row.body)),
+                task_id=row.w_task_id,
+                node=row.w_node,
+                update=dict(self.serializer.loads(row.w_body)),
             )
+            mine = row.w_checkpoint_id == checkpoint.checkpoint_id
             (own if mine else parent)[write.task_id] = write
         return CheckpointView(checkpoint, own, parent)
 

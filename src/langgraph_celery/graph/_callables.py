@@ -19,27 +19,28 @@ def is_async_callable(fn: Any) -> bool:
     return call is not None and inspect.iscoroutinefunction(call)
 
 
-def _positional_count(fn: Callable[..., Any]) -> int | None:
+def accepts_config(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` takes ``(state, config)`` rather than ``(state)``.
+
+    It does when a second positional parameter has no default (``lambda s, i=i: ...`` is a
+    one-argument node), when it has a parameter named ``config``, or when it takes ``*args``.
+    """
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
-        return None
-    count = 0
+        return False
+    positional = []
     for parameter in signature.parameters.values():
         if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
-            return None
+            return True
+        if parameter.name == "config":
+            return True
         if parameter.kind in (
             inspect.Parameter.POSITIONAL_ONLY,
             inspect.Parameter.POSITIONAL_OR_KEYWORD,
         ):
-            count += 1
-    return count
-
-
-def accepts_config(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn`` takes ``(state, config)`` rather than ``(state)``."""
-    count = _positional_count(fn)
-    return count is None or count >= 2
+            positional.append(parameter)
+    return len(positional) >= 2 and positional[1].default is inspect.Parameter.empty
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from langgraph_celery.graph.types import (
     NodeOutput,
 )
 from langgraph_celery.worker import names
+from langgraph_celery.worker.runtime import cancelled_by_parent
 
 if TYPE_CHECKING:
     from langgraph_celery.graph.compiled import CompiledGraph
@@ -72,7 +73,7 @@ def status_of(view: CheckpointView) -> RunStatus:
             return RunStatus(status, checkpoint, dict(view.writes[marker].update))
     if not checkpoint.tasks and not checkpoint.extra.get("edges_pending"):
         return RunStatus(COMPLETED, checkpoint)
-    if names.CANCEL in view.parent_markers:
+    if cancelled_by_parent(view):
         return RunStatus(CANCELLED, checkpoint, {})
     return RunStatus(RUNNING, checkpoint)
 

@@ -8,7 +8,6 @@ only delays a client until its next fallback read.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from typing import Any

@@ -14,7 +14,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, PendingTask
+from langgraph_celery.checkpoint.base import (
+    BaseCheckpointSaver,
+    Checkpoint,
+    CheckpointView,
+    PendingTask,
+)
 from langgraph_celery.errors import CheckpointConflictError, GraphError
 from langgraph_celery.graph._engine import Engine
 from langgraph_celery.graph._sync import run_sync
@@ -39,6 +44,18 @@ def _jsonable_config(config: RunnableConfig) -> dict[str, Any]:
     if config.recursion_limit is not None:
         data["recursion_limit"] = config.recursion_limit
     return data
+
+
+def cancelled_by_parent(view: CheckpointView) -> bool:
+    """Whether ``view``'s checkpoint was stored by a step that finished while its run was being
+    cancelled (its parent has the mark).  A new run, a resume or an update that starts from a
+    cancelled checkpoint is not cancelled."""
+    checkpoint = view.checkpoint
+    return (
+        names.CANCEL in view.parent_markers
+        and checkpoint is not None
+        and checkpoint.metadata.get("source") in ("loop", "edges")
+    )
 
 
 class GraphRuntime:
@@ -219,7 +236,7 @@ class GraphRuntime:
                 envelope.node,
             )
             return {"status": "rejected"}
-        if names.CANCEL in view.parent_markers and names.CANCEL not in view.writes:
+        if cancelled_by_parent(view) and names.CANCEL not in view.writes:
             # cancelled while the previous step was finishing: the run stops here
             self.mark(checkpoint, names.CANCEL, END, {})
             return {"status": "cancelled", "node": task.node}
