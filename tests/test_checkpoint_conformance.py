@@ -470,7 +470,11 @@ def test_sql_saver_creates_tables_lazily(tmp_path: Path) -> None:
     try:
         assert not path.exists()
         assert saver.get(THREAD) is None
-        assert set(inspect(saver.engine).get_table_names()) == {"lazy_checkpoints", "lazy_writes", "lazy_timers"}
+        assert set(inspect(saver.engine).get_table_names()) == {
+            "lazy_checkpoints",
+            "lazy_writes",
+            "lazy_timers",
+        }
         saver.setup()  # idempotent
         other = SqlSaver(saver.engine, table_prefix="lazy_")
         other.setup()  # tables exist already: checkfirst

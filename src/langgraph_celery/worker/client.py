@@ -75,6 +75,10 @@ def status_of(view: CheckpointView) -> RunStatus:
         return RunStatus(COMPLETED, checkpoint)
     if cancelled_by_parent(view):
         return RunStatus(CANCELLED, checkpoint, {})
+    if checkpoint.metadata.get("source") == "update":
+        # stored by update_state: nothing was dispatched from it, the run waits for a resume
+        node = checkpoint.next[0] if checkpoint.next else checkpoint.node
+        return RunStatus(INTERRUPTED, checkpoint, {"node_id": node})
     return RunStatus(RUNNING, checkpoint)
 
 

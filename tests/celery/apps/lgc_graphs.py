@@ -1,0 +1,266 @@
+"""The graphs of the Celery integration tests, shared by the test process and the workers.
+
+Every builder returns a fresh :class:`StateGraph`; :data:`GRAPHS` says how each one is compiled
+(``graph_id`` is its key).  The ``parity`` scenarios are also compiled in process with a
+``MemorySaver`` and their results compared with the workers' (``test_parity.py``).
+
+Nodes that need to talk to the outside world (attempt counters, fix flags) use the Redis test db
+named by ``LGC_REDIS_URL``; nodes that say where they ran read ``WORKER_NAME``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph_celery import (
+    END,
+    START,
+    AgentState,
+    Channels,
+    Command,
+    GraphInput,
+    GraphInterrupt,
+    RetryPolicy,
+    Send,
+    StateGraph,
+)
+
+Action = Callable[..., Any]
+
+
+def _redis() -> Any:
+    import redis
+
+    return redis.Redis.from_url(os.environ["LGC_REDIS_URL"])
+
+
+def log_node(name: str) -> Action:
+    def action(state: AgentState) -> dict[str, Any]:
+        return {"log": [name]}
+
+    return action
+
+
+def log_graph() -> StateGraph:
+    return StateGraph({"log": Channels.appender(), "results": Channels.appender()})
+
+
+# -- parity scenarios ------------------------------------------------------------------------------
+
+
+def chain() -> StateGraph:
+    """START -> a -> b -> c -> END."""
+    graph = log_graph()
+    for node in ("a", "b", "c"):
+        graph.add_node(node, log_node(node))
+    return graph.add_edge(START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", END)
+
+
+def fanout_join() -> StateGraph:
+    """START -> a -> (b | c) -> join d -> END; b and c run in one step."""
+    graph = log_graph()
+    for node in ("a", "b", "c", "d"):
+        graph.add_node(node, log_node(node))
+    graph.add_edge(START, "a").add_edge("a", "b").add_edge("a", "c")
+    return graph.add_edge(["b", "c"], "d").add_edge("d", END)
+
+
+def conditional() -> StateGraph:
+    """START -> a -(go: left/right/done)-> b | c | END; b loops back to a once."""
+    graph = log_graph()
+    for node in ("a", "b", "c"):
+        graph.add_node(node, log_node(node))
+
+    def route(state: AgentState) -> str:
+        log = state.value("log", [])
+        if log.count("a") > 1:
+            return "done"
+        return str(state.value("go", "left"))
+
+    graph.add_edge(START, "a")
+    graph.add_conditional_edges("a", route, {"left": "b", "right": "c", "done": END})
+    return graph.add_edge("b", "a").add_edge("c", "a")
+
+
+def map_reduce() -> StateGraph:
+    """START -> plan -(Send per item)-> work x N -> total -> END."""
+    graph = log_graph()
+    graph.add_node("plan", log_node("plan"))
+
+    def work(state: AgentState) -> dict[str, Any]:
+        return {"results": [state.value("item") * 10], "log": ["work"]}
+
+    def total(state: AgentState) -> dict[str, Any]:
+        return {"total": sum(state.value("results", [])), "log": ["total"]}
+
+    graph.add_node("work", work).add_node("total", total)
+    graph.add_edge(START, "plan")
+    graph.add_conditional_edges(
+        "plan", lambda s: [Send("work", {"item": item}) for item in s.value("items", [])]
+    )
+    return graph.add_edge("work", "total").add_edge("total", END)
+
+
+def command() -> StateGraph:
+    """START -> a -(Command(goto=c, update))-> c -> END (b is skipped)."""
+    graph = log_graph()
+    for node in ("a", "b", "c"):
+        graph.add_node(node, log_node(node))
+    graph.add_edge(START, "a")
+    graph.add_conditional_edges(
+        "a", lambda s: Command(goto="c", update={"routed_by": "command"}), {"b": "b", "c": "c"}
+    )
+    return graph.add_edge("b", END).add_edge("c", END)
+
+
+def gate() -> StateGraph:
+    """START -> a -> gate (raises GraphInterrupt until approved) -> b -> END."""
+    graph = log_graph()
+
+    def gate_node(state: AgentState) -> dict[str, Any]:
+        if not state.value("approved"):
+            raise GraphInterrupt("needs approval", {"asked": "approve?"})
+        return {"log": ["gate"]}
+
+    graph.add_node("a", log_node("a")).add_node("gate", gate_node).add_node("b", log_node("b"))
+    return graph.add_edge(START, "a").add_edge("a", "gate").add_edge("gate", "b").add_edge("b", END)
+
+
+def forever() -> StateGraph:
+    """START -> a -> a -> ... (never ends: a recursion-limit overflow)."""
+    graph = log_graph()
+    graph.add_node("a", log_node("a"))
+    return graph.add_edge(START, "a").add_edge("a", "a")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A graph, how to compile it, and the calls a test makes on one thread, in order.
+
+    Each call is ``(input, expected)``: ``expected`` is ``"completed"``, ``"interrupted"`` or
+    the name of the error class the call raises.
+    """
+
+    build: Callable[[], StateGraph]
+    calls: tuple[tuple[Any, str], ...]
+    compile: Mapping[str, Any] = field(default_factory=dict)
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "chain": Scenario(chain, (({"topic": "x"}, "completed"),)),
+    "fanout_join": Scenario(fanout_join, (({"topic": "x"}, "completed"),)),
+    "conditional": Scenario(conditional, (({"go": "right"}, "completed"),)),
+    "map_reduce": Scenario(map_reduce, (({"items": [1, 2, 3]}, "completed"),)),
+    "command": Scenario(command, ((None, "completed"),)),
+    "interrupt_before": Scenario(
+        chain,
+        (
+            ({"topic": "x"}, "interrupted"),
+            (GraphInput.resume({"approved": "yes", "log": ["human"]}), "completed"),
+        ),
+        {"interrupt_before": ("b",)},
+    ),
+    "interrupt_after": Scenario(
+        fanout_join,
+        (({"topic": "x"}, "interrupted"), (GraphInput.resume(), "completed")),
+        {"interrupt_after": ("a",)},
+    ),
+    "graph_interrupt": Scenario(
+        gate,
+        (
+            ({"topic": "x"}, "interrupted"),
+            (GraphInput.resume(), "interrupted"),
+            (GraphInput.resume({"approved": True}), "completed"),
+        ),
+    ),
+    "recursion": Scenario(forever, ((None, "GraphRecursionError"),), {"recursion_limit": 4}),
+}
+
+
+# -- graphs of the other tests ---------------------------------------------------------------------
+
+
+def where() -> StateGraph:
+    """START -> a -> n -> b -> END; every node records the worker it ran on."""
+    graph = StateGraph({"ran_on": Channels.appender()})
+
+    def record(name: str) -> Action:
+        def action(state: AgentState) -> dict[str, Any]:
+            return {"ran_on": [[name, os.environ.get("WORKER_NAME", "?")]]}
+
+        return action
+
+    for node in ("a", "n", "b"):
+        graph.add_node(node, record(node))
+    return graph.add_edge(START, "a").add_edge("a", "n").add_edge("n", "b").add_edge("b", END)
+
+
+class Transient(ConnectionError):
+    """What the flaky node raises while it is 'broken'."""
+
+
+RETRY = RetryPolicy(retry_on=Transient, max_attempts=3, retry_delay=0.05, jitter=False)
+
+
+def flaky() -> StateGraph:
+    """START -> a -> flaky -> b -> END; ``flaky`` fails ``fail_times`` times (counted in Redis
+    per thread) unless the thread's ``fixed`` flag is set, and has a RetryPolicy."""
+    graph = log_graph()
+
+    def flaky_node(state: AgentState) -> dict[str, Any]:
+        thread = state.value("thread")
+        client = _redis()
+        try:
+            attempt = int(client.incr(f"attempts:{thread}"))
+            if not client.get(f"fixed:{thread}") and attempt <= int(state.value("fail_times")):
+                raise Transient(f"attempt {attempt} failed")
+        finally:
+            client.close()
+        return {"log": ["flaky"]}
+
+    graph.add_node("a", log_node("a")).add_node("flaky", flaky_node).add_node("b", log_node("b"))
+    graph.add_wrap_call_node_hook("flaky", RETRY.as_hook())
+    return (
+        graph.add_edge(START, "a").add_edge("a", "flaky").add_edge("flaky", "b").add_edge("b", END)
+    )
+
+
+def slow() -> StateGraph:
+    """START -> a (sleeps ``sleep`` s) -> b (``sleep_b``) -> c (``sleep_c``) -> END; each node
+    counts its starts and its completed calls in Redis per thread."""
+    graph = log_graph()
+
+    def sleeper(name: str, key: str) -> Action:
+        def action(state: AgentState) -> dict[str, Any]:
+            client = _redis()
+            try:
+                client.incr(f"started:{state.value('thread')}:{name}")
+                time.sleep(float(state.value(key, 0)))
+                client.incr(f"calls:{state.value('thread')}:{name}")
+            finally:
+                client.close()
+            return {"log": [name]}
+
+        return action
+
+    graph.add_node("a", sleeper("a", "sleep")).add_node("b", sleeper("b", "sleep_b"))
+    graph.add_node("c", sleeper("c", "sleep_c"))
+    return graph.add_edge(START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", END)
+
+
+#: graph_id -> (builder, compile options); ``parity-<name>`` for each scenario.
+GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
+    **{f"parity-{name}": (s.build, s.compile) for name, s in SCENARIOS.items()},
+    "flaky": (flaky, {}),
+    "slow": (slow, {}),
+    "gate": (gate, {}),
+}
+
+#: graphs compiled with the executor that routes node ``n`` to the special queue.
+ROUTED_GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
+    "where": (where, {}),
+}

@@ -1,0 +1,185 @@
+"""SPEC §8: only JSON travels on the broker; a message naming an unknown graph or node, or not
+shaped like an envelope, is rejected and logged, never executed; and what compile refuses."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from celery import Celery
+from lgc_graphs import chain
+
+from celery_support import CeleryStack, wait_until
+from langgraph_celery import CompileConfig, GraphDefinitionError, RunnableConfig
+from langgraph_celery.celery import CeleryExecutor
+from langgraph_celery.checkpoint import MemorySaver, SqlSaver
+from langgraph_celery.worker.names import RESUME_TASK, celery_task_id, node_task_name
+
+CHAIN = "parity-chain"
+
+
+class Evil:
+    """Unpickling this creates a directory: proof that a pickle was (not) loaded."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (os.mkdir, (self.path,))
+
+
+def records(stack: CeleryStack, text: str, level: str) -> list[str]:
+    """The worker's log records at ``level`` that contain ``text``."""
+    return [
+        line
+        for line in stack.worker_logs().splitlines()
+        if line.startswith("[") and f": {level}/" in line and text in line
+    ]
+
+
+def logged_once(stack: CeleryStack, text: str, level: str = "ERROR") -> None:
+    """``text`` is logged once at ``level`` (Celery may add its own WARNING for a Reject)."""
+    wait_until(lambda: records(stack, text, level), 15, 0.05, f"{text!r} in the worker log")
+    time.sleep(0.1)  # a redelivery would show up by now
+    assert len(records(stack, text, level)) == 1, stack.worker_logs()[-3000:]
+
+
+def publish_pickle(stack: CeleryStack, name: str, body: Any) -> None:
+    """A task message serialized with pickle, published with kombu on the default queue."""
+    task_id = str(uuid.uuid4())
+    queue = stack.app.amqp.queues[stack.queue]
+    with stack.app.producer_or_acquire() as producer:
+        producer.publish(
+            body,
+            exchange=queue.exchange,
+            routing_key=queue.routing_key,
+            declare=[queue],
+            serializer="pickle",
+            headers={"lang": "py", "task": name, "id": task_id, "root_id": task_id},
+        )
+
+
+def test_bad_messages_are_rejected_logged_and_never_executed(
+    celery_stack: CeleryStack, thread: str, redis_client: Any, tmp_path: Path
+) -> None:
+    app = celery_stack.app
+    graph = celery_stack.graph(CHAIN)
+    config = RunnableConfig(thread_id=thread)
+    state = graph.invoke({"topic": "t"}, config)
+    history = [
+        (s.config.checkpoint_id, dict(s.state.data)) for s in graph.get_state_history(config)
+    ]
+    first = celery_stack.saver.list(thread)[-1]
+    a_task = app.AsyncResult(celery_task_id(first.run_id, first.checkpoint_id, "a"))
+    wait_until(lambda: a_task.state == "SUCCESS", 10, 0.02, "a's task")
+    good: dict[str, Any] = dict(a_task.kwargs)  # a real envelope, as the client sent it
+    a_name = node_task_name(CHAIN, "a")
+
+    # a graph no worker knows (a valid-looking task name)
+    app.send_task(node_task_name("nosuch", "a"), kwargs={**good, "graph_id": "nosuch"})
+    logged_once(celery_stack, "Received unregistered task of type 'langgraph_celery.node.nosuch.a'")
+    # a registered task whose message names another node, or another graph
+    app.send_task(node_task_name(CHAIN, "b"), kwargs=good)
+    logged_once(
+        celery_stack,
+        f"rejected message for {node_task_name(CHAIN, 'b')}: it names graph '{CHAIN}' node 'a'",
+    )
+    app.send_task(a_name, kwargs={**good, "graph_id": "parity-command"})
+    logged_once(
+        celery_stack, f"rejected message for {a_name}: it names graph 'parity-command' node 'a'"
+    )
+    # a task id the checkpoint does not have, and a checkpoint that does not exist
+    app.send_task(a_name, kwargs={**good, "task_id": "zzz"})
+    logged_once(
+        celery_stack, f"checkpoint {first.checkpoint_id} of thread '{thread}' has no task 'zzz'"
+    )
+    app.send_task(a_name, kwargs={**good, "checkpoint_id": "nope"})
+    logged_once(celery_stack, f"dropping task a of thread '{thread}': checkpoint nope", "WARNING")
+    # malformed envelopes: missing fields, wrong types, unknown fields, not a mapping at all
+    app.send_task(a_name, kwargs={"graph_id": CHAIN, "node": "a"})
+    logged_once(celery_stack, f"rejected malformed message for {a_name}: field 'thread_id'")
+    app.send_task(a_name, kwargs={**good, "step": "0"})
+    logged_once(celery_stack, "field 'step' must be an integer, got '0'")
+    app.send_task(a_name, kwargs={**good, "thread_id": 42})
+    logged_once(celery_stack, "field 'thread_id' must be a non-empty string, got 42")
+    app.send_task(a_name, kwargs={**good, "config": ["x"]})
+    logged_once(celery_stack, "field 'config' must be a JSON object")
+    app.send_task(a_name, kwargs={**good, "evil": 1})
+    logged_once(celery_stack, "envelope has unknown fields ['evil']")
+    app.send_task(RESUME_TASK, kwargs={**good, "graph_id": "nosuch", "node": None})
+    logged_once(celery_stack, "rejected resume: unknown graph 'nosuch'")
+    # a pickle: refused before anything is unpickled
+    marker = tmp_path / "unpickled"
+    publish_pickle(celery_stack, a_name, ((), {"x": Evil(marker)}, {}))
+    logged_once(
+        celery_stack,
+        "Received invalid task message: Refusing to deserialize untrusted content of type pickle",
+    )
+    assert str(marker) in celery_stack.worker_logs()  # (the raw body is shown, as bytes)
+    assert not marker.exists()
+
+    # the worker keeps serving: a normal run completes
+    other = RunnableConfig(thread_id=f"{thread}-after")
+    assert graph.invoke({"topic": "u"}, other).data["log"] == ["a", "b", "c"]
+    assert celery_stack.workers["main"].alive()
+    # no run's state changed, nothing was requeued
+    after = [(s.config.checkpoint_id, dict(s.state.data)) for s in graph.get_state_history(config)]
+    assert after == history
+    assert graph.get_state(config).state.data == state.data
+    assert redis_client.llen(celery_stack.queue) == 0
+    # nothing was executed and crashed, nothing brought the worker down
+    assert "raised unexpected" not in celery_stack.worker_logs()
+    assert ": CRITICAL/" not in celery_stack.worker_logs()
+
+
+def test_compile_refuses_a_celery_graph_without_id_or_with_a_process_local_saver(
+    tmp_path: Path,
+) -> None:
+    app = Celery("refuse", broker="redis://127.0.0.1:6379/11", backend="redis://127.0.0.1:6379/11")
+    executor = CeleryExecutor(app)
+    saver = SqlSaver(f"sqlite:///{tmp_path / 'c.db'}")
+    try:
+        with pytest.raises(GraphDefinitionError, match="graph_id"):
+            chain().compile(CompileConfig(checkpoint_saver=saver, executor=executor))
+        with pytest.raises(GraphDefinitionError, match="MemorySaver"):
+            chain().compile(
+                CompileConfig(checkpoint_saver=MemorySaver(), graph_id="g", executor=executor)
+            )
+        with pytest.raises(GraphDefinitionError, match="checkpoint saver"):
+            chain().compile(CompileConfig(graph_id="g", executor=executor))
+        with pytest.raises(GraphDefinitionError, match="'nope'"):
+            chain().compile(
+                CompileConfig(
+                    checkpoint_saver=saver,
+                    graph_id="g",
+                    executor=CeleryExecutor(app, routes={"nope": "q"}),
+                )
+            )
+        # nothing of the refused graphs was registered for workers
+        assert node_task_name("g", "a") not in app.tasks
+    finally:
+        saver.dispose()
+
+
+def test_two_apps_in_one_process_keep_their_own_tasks(tmp_path: Path) -> None:
+    """A worker of one app must never run another app's graphs (or with its saver)."""
+    first = Celery("first", broker="redis://127.0.0.1:6379/11")
+    saver = SqlSaver(f"sqlite:///{tmp_path / 'c.db'}")
+    try:
+        chain().compile(
+            CompileConfig(
+                checkpoint_saver=saver, graph_id="only-first", executor=CeleryExecutor(first)
+            )
+        )
+        assert node_task_name("only-first", "a") in first.tasks
+        second = Celery("second", broker="redis://127.0.0.1:6379/11")
+        CeleryExecutor(second)
+        assert node_task_name("only-first", "a") not in second.tasks
+        assert RESUME_TASK in second.tasks
+        assert second.tasks[RESUME_TASK] is not first.tasks[RESUME_TASK]
+    finally:
+        saver.dispose()

@@ -1,0 +1,263 @@
+"""SPEC §8: parked interruptions, busy threads and RunHandle, on Celery workers."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from lgc_graphs import gate
+
+from celery_support import CeleryStack, run_client, wait_until
+from langgraph_celery import END, CompileConfig, GraphInput, GraphStateError, RunnableConfig
+from langgraph_celery.celery import RunHandle
+from langgraph_celery.checkpoint import MemorySaver
+from langgraph_celery.worker.names import celery_task_id
+
+
+def calls(redis_client: Any, thread: str, node: str) -> int:
+    return int(redis_client.get(f"calls:{thread}:{node}") or 0)
+
+
+def idle(stack: CeleryStack) -> bool:
+    """No task active, reserved or scheduled on any worker."""
+    inspect = stack.app.control.inspect(timeout=2.0, limit=len(stack.workers))
+    replies = [inspect.active(), inspect.reserved(), inspect.scheduled()]
+    assert all(reply for reply in replies), f"a worker did not answer: {replies}"
+    return all(not tasks for reply in replies for tasks in reply.values())
+
+
+# -- parked interruptions ---------------------------------------------------------------------
+
+
+def test_interruption_parks_and_another_process_resumes(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    graph = celery_stack.graph("gate")
+    config = RunnableConfig(thread_id=thread)
+
+    stream = graph.stream({"topic": "t"}, config)
+    assert [output.node_id for output in stream] == ["__START__", "a"]
+    interruption = stream.result.as_interruption_metadata()
+    assert (interruption.node_id, interruption.reason) == ("gate", "needs approval")
+    assert interruption.metadata == {"asked": "approve?"}
+
+    # parked: nothing queued, nothing held by a worker
+    assert wait_until(lambda: idle(celery_stack), 10, 0.2, "workers to be idle")
+    assert redis_client.llen(celery_stack.queue) == 0
+    assert redis_client.hlen("unacked") == 0
+    snapshot = graph.get_state(config)
+    assert snapshot.next == ("gate",)
+    assert snapshot.state.data["log"] == ["a"]
+
+    # another process resumes it
+    result = run_client(
+        celery_stack.settings,
+        "from langgraph_celery import GraphInput, RunnableConfig\n"
+        f"config = RunnableConfig(thread_id={thread!r})\n"
+        "state = graphs['gate'].invoke(GraphInput.resume({'approved': True}), config)\n"
+        "print(json.dumps(dict(state.data)))\n",
+    )
+    assert result == {"topic": "t", "approved": True, "log": ["a", "gate", "b"], "results": []}
+    final = graph.get_state(config)
+    assert final.next == ()
+    assert final.state.data == result
+
+
+def test_busy_thread_refuses_a_second_run_or_resume(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    graph = celery_stack.graph("slow")
+    config = RunnableConfig(thread_id=thread)
+    handle = graph.start({"thread": thread, "sleep": 1.0}, config)
+    assert handle.status() == "running"
+
+    with pytest.raises(GraphStateError, match="busy"):
+        graph.start({"thread": thread}, config)
+    with pytest.raises(GraphStateError, match="busy"):
+        graph.invoke(GraphInput.resume({"extra": 1}), config)
+    with pytest.raises(GraphStateError, match="busy"):
+        graph.invoke({"thread": thread}, config)
+
+    result = handle.wait(timeout=20)
+    assert result.as_state_data()["log"] == ["a", "b", "c"]
+    assert "extra" not in result.as_state_data()
+    assert [calls(redis_client, thread, n) for n in "abc"] == [1, 1, 1]
+    assert len(graph.get_state_history(config)) == 4  # input, after a, after b, after c
+
+
+def test_resume_with_nothing_pending_is_refused_and_the_thread_stays_usable(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    graph = celery_stack.graph("slow")
+    config = RunnableConfig(thread_id=thread)
+    assert graph.invoke({"thread": thread}, config).data["log"] == ["a", "b", "c"]
+    history = len(graph.get_state_history(config))
+
+    with pytest.raises(GraphStateError, match="nothing pending"):
+        graph.invoke(GraphInput.resume(), config)
+    with pytest.raises(GraphStateError, match="nothing pending"):
+        graph.invoke(GraphInput.resume({"x": 1}), config)
+    assert len(graph.get_state_history(config)) == history
+
+    # threads are conversations: a new run on it still works
+    state = graph.invoke({"round": 2}, config)
+    assert state.data["log"] == ["a", "b", "c", "a", "b", "c"]
+    assert state.data["round"] == 2
+
+
+def test_resume_of_a_thread_without_checkpoints_is_refused(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    graph = celery_stack.graph("gate")
+    with pytest.raises(GraphStateError, match="no checkpoint"):
+        graph.invoke(GraphInput.resume(), RunnableConfig(thread_id=thread))
+
+
+# -- RunHandle -------------------------------------------------------------------------------------
+
+
+def test_start_returns_at_once_and_wait_gives_the_result(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    graph = celery_stack.graph("slow")
+    config = RunnableConfig(thread_id=thread)
+    began = time.monotonic()
+    handle = graph.start({"thread": thread, "sleep": 1.0}, config)
+    assert time.monotonic() - began < 0.5
+    assert isinstance(handle, RunHandle)
+    assert handle.thread_id == thread
+    assert handle.status() == "running"
+    with pytest.raises(TimeoutError):
+        handle.wait(timeout=0.2)
+
+    result = handle.wait(timeout=20)
+    assert result.is_state_data()
+    assert result.as_state_data() == {
+        "thread": thread,
+        "sleep": 1.0,
+        "log": ["a", "b", "c"],
+        "results": [],
+    }
+    assert handle.status() == "completed"
+    assert graph.get_state(config).state.data == result.as_state_data()
+
+
+def test_handle_stream_yields_the_node_outputs(celery_stack: CeleryStack, thread: str) -> None:
+    graph = celery_stack.graph("slow")
+    handle = graph.start({"thread": thread, "sleep": 0.3}, RunnableConfig(thread_id=thread))
+    outputs = list(handle.stream())
+    assert [output.node_id for output in outputs] == ["a", "b", "c", END]
+    assert [output.state.data["log"] for output in outputs] == [
+        ["a"],
+        ["a", "b"],
+        ["a", "b", "c"],
+        ["a", "b", "c"],
+    ]
+    # a finished run streams the same again
+    assert [output.node_id for output in handle.stream()] == ["a", "b", "c", END]
+
+
+def test_cancel_while_a_node_runs_stops_the_run_after_that_node(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    graph = celery_stack.graph("slow")
+    config = RunnableConfig(thread_id=thread)
+    handle = graph.start({"thread": thread, "sleep": 0.6}, config)
+    wait_until(lambda: redis_client.get(f"started:{thread}:a"), 10, 0.01, "node a to start")
+    assert handle.cancel() is True
+    assert handle.status() == "cancelled"
+    wait_until(lambda: calls(redis_client, thread, "a") == 1, 10, 0.02, "node a to end")
+    time.sleep(0.5)  # what a worker would do next, it has done by now
+    assert redis_client.get(f"started:{thread}:b") is None
+    assert handle.status() == "cancelled"
+    with pytest.raises(GraphStateError, match="cancelled"):
+        handle.wait(timeout=5)
+    assert graph.get_state(config).state.data["log"] in ([], ["a"])
+
+
+def test_cancel_stops_the_run_at_its_current_step(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    graph = celery_stack.graph("slow")
+    config = RunnableConfig(thread_id=thread)
+    handle = graph.start({"thread": thread, "sleep": 1.0}, config)
+    assert handle.cancel() is True
+    assert handle.cancel() is False  # already cancelled
+    assert handle.status() == "cancelled"
+    with pytest.raises(GraphStateError, match="cancelled"):
+        handle.wait(timeout=20)
+    # a's task may have been running already: let it end, then check nothing went further
+    first = celery_stack.saver.list(thread)[-1]
+    task_a = celery_stack.app.AsyncResult(celery_task_id(first.run_id, first.checkpoint_id, "a"))
+    wait_until(lambda: task_a.state == "SUCCESS", 10, 0.05, "the task of node a to end")
+    assert task_a.result["status"] in ("stopped", "cancelled")
+    time.sleep(0.3)
+    assert calls(redis_client, thread, "a") <= 1
+    assert calls(redis_client, thread, "b") == 0
+    assert handle.status() == "cancelled"
+    assert "b" not in graph.get_state(config).state.data["log"]
+
+    # the thread is usable again after a cancelled run
+    state = graph.invoke({"thread": thread, "sleep": 0}, config)
+    assert state.data["log"][-3:] == ["a", "b", "c"]
+
+
+def test_cancel_of_a_finished_run_is_refused(celery_stack: CeleryStack, thread: str) -> None:
+    graph = celery_stack.graph("slow")
+    handle = graph.start({"thread": thread}, RunnableConfig(thread_id=thread))
+    handle.wait(timeout=20)
+    assert handle.cancel() is False
+    assert handle.status() == "completed"
+
+
+def test_handle_rebuilt_from_its_run_id_in_another_process(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    graph = celery_stack.graph("slow")
+    handle = graph.start({"thread": thread, "sleep": 0.5}, RunnableConfig(thread_id=thread))
+    other = run_client(
+        celery_stack.settings,
+        "from langgraph_celery.celery import RunHandle\n"
+        f"handle = RunHandle.from_run_id(graphs['slow'], {handle.run_id!r})\n"
+        "result = handle.wait(timeout=30)\n"
+        "print(json.dumps({'thread': handle.thread_id, 'status': handle.status(),\n"
+        "                  'state': result.as_state_data()}))\n",
+    )
+    mine = handle.wait(timeout=20)
+    assert other == {"thread": thread, "status": "completed", "state": mine.as_state_data()}
+    assert mine.as_state_data()["log"] == ["a", "b", "c"]
+
+
+def test_handle_of_an_unknown_run_is_refused(celery_stack: CeleryStack) -> None:
+    with pytest.raises(GraphStateError, match="no run"):
+        RunHandle.from_run_id(celery_stack.graph("slow"), "no-such-run")
+
+
+def test_handle_reports_an_interrupted_run(celery_stack: CeleryStack, thread: str) -> None:
+    graph = celery_stack.graph("gate")
+    handle = graph.start({"topic": "t"}, RunnableConfig(thread_id=thread))
+    result = handle.wait(timeout=20)
+    assert result.is_interruption_metadata()
+    assert result.as_interruption_metadata().node_id == "gate"
+    assert handle.status() == "interrupted"
+    assert result.as_interruption_metadata().state.data["log"] == ["a"]
+
+
+def test_update_state_on_a_parked_run_then_resume_as_in_process(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    """get_state / update_state / resume behave as in process (SPEC §4, §8)."""
+    local = gate().compile(CompileConfig(checkpoint_saver=MemorySaver()))
+    results = []
+    for graph in (local, celery_stack.graph("gate")):
+        config = RunnableConfig(thread_id=thread)
+        assert graph.invoke({"topic": "t"}, config).data["log"] == ["a"]
+        updated = graph.update_state(config, {"approved": True, "log": ["human"]})
+        snapshot = graph.get_state(updated)
+        assert snapshot.next == ("gate",)
+        state = graph.invoke(GraphInput.resume(), config)
+        history = graph.get_state_history(config)
+        results.append((dict(state.data), [(s.step, s.node, s.next) for s in history]))
+    assert results[1] == results[0]
+    assert results[0][0]["log"] == ["a", "human", "gate", "b"]
