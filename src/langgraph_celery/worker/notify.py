@@ -8,6 +8,7 @@ only delays a client until its next fallback read.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from typing import Any
@@ -41,10 +42,8 @@ class Subscription:
         return message is not None
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # closing a broken connection: nothing to do
             self._pubsub.close()
-        except Exception:
-            pass
 
 
 class Notifier:
