@@ -77,6 +77,21 @@ class Engine:
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         return self.saver.put(checkpoint) if self.saver is not None else checkpoint
 
+    def save_child(
+        self, parent: Checkpoint, *, run_id: str | None = None, **fields: Any
+    ) -> Checkpoint:
+        """Store the checkpoint one step after ``parent`` (same run unless ``run_id``)."""
+        return self.save(
+            Checkpoint(
+                thread_id=parent.thread_id,
+                checkpoint_id=new_id(),
+                run_id=run_id or parent.run_id,
+                step=parent.step + 1,
+                parent_id=parent.checkpoint_id,
+                **fields,
+            )
+        )
+
     def snapshot(self, checkpoint: Checkpoint, config: RunnableConfig) -> StateSnapshot:
         parent = (
             config.with_changes(checkpoint_id=checkpoint.parent_id)
@@ -244,19 +259,14 @@ class Engine:
         extra = dict(base.extra)
         extra.pop(COMPLETION_PENDING, None)
         extra[_algo.RESUMED] = resumed
-        checkpoint = self.saver.put(
-            Checkpoint(
-                thread_id=base.thread_id,
-                checkpoint_id=new_id(),
-                run_id=base.run_id if same_run else new_id(),
-                step=base.step + 1,
-                values=values,
-                tasks=base.tasks,
-                parent_id=base.checkpoint_id,
-                node=base.node,
-                extra=extra,
-                metadata={"source": source, "update": dict(update or {})},
-            )
+        checkpoint = self.save_child(
+            base,
+            run_id=None if same_run else new_id(),
+            values=values,
+            tasks=base.tasks,
+            node=base.node,
+            extra=extra,
+            metadata={"source": source, "update": dict(update or {})},
         )
         for write in self.saver.get_writes(base.thread_id, base.checkpoint_id):
             if write.task_id.startswith("__"):
@@ -310,19 +320,13 @@ class Engine:
             extra = {COMPLETION_PENDING: True} if stop_after is not None and not next_tasks else {}
         if barriers:
             extra[_algo.BARRIERS] = barriers
-        new = self.save(
-            Checkpoint(
-                thread_id=checkpoint.thread_id,
-                checkpoint_id=new_id(),
-                run_id=checkpoint.run_id,
-                step=checkpoint.step + 1,
-                values=merged,
-                tasks=tuple(next_tasks),
-                parent_id=checkpoint.checkpoint_id,
-                node=executed[-1] if executed else None,
-                extra=extra,
-                metadata={"source": "loop", "writes": {t.id: writes.get(t.id) for t in tasks}},
-            )
+        new = self.save_child(
+            checkpoint,
+            values=merged,
+            tasks=tuple(next_tasks),
+            node=executed[-1] if executed else None,
+            extra=extra,
+            metadata={"source": "loop", "writes": {t.id: writes.get(t.id) for t in tasks}},
         )
         state = self.state(merged)
         outputs = [
@@ -341,19 +345,13 @@ class Engine:
         extra: dict[str, Any] = {}
         if barriers:
             extra[_algo.BARRIERS] = barriers
-        return self.save(
-            Checkpoint(
-                thread_id=checkpoint.thread_id,
-                checkpoint_id=new_id(),
-                run_id=checkpoint.run_id,
-                step=checkpoint.step + 1,
-                values=values,
-                tasks=tuple(tasks),
-                parent_id=checkpoint.checkpoint_id,
-                node=checkpoint.node,
-                extra=extra,
-                metadata={"source": "edges"},
-            )
+        return self.save_child(
+            checkpoint,
+            values=values,
+            tasks=tuple(tasks),
+            node=checkpoint.node,
+            extra=extra,
+            metadata={"source": "edges"},
         )
 
     def complete(self, checkpoint: Checkpoint, config: RunnableConfig) -> tuple[NodeOutput, Any]:
