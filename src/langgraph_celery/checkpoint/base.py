@@ -146,6 +146,8 @@ class CheckpointView:
     checkpoint: Checkpoint | None
     writes: dict[str, PendingWrite] = field(default_factory=dict)
     parent_markers: dict[str, PendingWrite] = field(default_factory=dict)
+    #: True when the same run already stored the next step (this step is done).
+    step_committed: bool = False
 
 
 class BaseCheckpointSaver(abc.ABC):
@@ -210,7 +212,11 @@ class BaseCheckpointSaver(abc.ABC):
                 for w in self.get_writes(thread_id, checkpoint.parent_id)
                 if w.task_id.startswith("__")
             }
-        return CheckpointView(checkpoint, writes, parent)
+        return CheckpointView(checkpoint, writes, parent, self._has_step(checkpoint))
+
+    def _has_step(self, checkpoint: Checkpoint) -> bool:
+        """Whether ``checkpoint``'s run has a checkpoint at the next step (``False`` if unknown)."""
+        return False
 
     # -- timers: the index of threads with an active or expiring run (one timer per thread) ----
 

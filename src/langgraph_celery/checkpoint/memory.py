@@ -134,6 +134,11 @@ class MemorySaver(BaseCheckpointSaver):
             due = [timer for timer in self._timers.values() if timer.due_at <= now]
         return sorted(due, key=lambda timer: timer.due_at)[:limit]
 
+    def _has_step(self, checkpoint: Checkpoint) -> bool:
+        with self._lock:
+            thread = self._threads.get(checkpoint.thread_id)
+            return thread is not None and (checkpoint.run_id, checkpoint.step + 1) in thread.steps
+
     def thread_of_run(self, run_id: str) -> str | None:
         with self._lock:
             return self._runs.get(run_id)

@@ -290,9 +290,20 @@ class SqlSaver(BaseCheckpointSaver):
         else:
             chosen = chosen.where(table.c.checkpoint_id == checkpoint_id)
         found = chosen.cte("chosen")
+        successor = table.alias("successor")
+        committed = (
+            select(successor.c.seq)
+            .where(
+                successor.c.thread_id == thread_id,
+                successor.c.run_id == found.c.run_id,
+                successor.c.step == found.c.step + 1,
+            )
+            .exists()
+        )
         query = (
             select(
                 found,
+                committed.label("w_committed"),
                 writes.c.checkpoint_id.label("w_checkpoint_id"),
                 writes.c.task_id.label("w_task_id"),
                 writes.c.node.label("w_node"),
@@ -328,7 +339,7 @@ class SqlSaver(BaseCheckpointSaver):
             )
             mine = row.w_checkpoint_id == checkpoint.checkpoint_id
             (own if mine else parent)[write.task_id] = write
-        return CheckpointView(checkpoint, own, parent)
+        return CheckpointView(checkpoint, own, parent, bool(rows[0].w_committed))
 
     def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:
         writes = self._tables.writes

@@ -240,6 +240,8 @@ class GraphRuntime:
             # cancelled while the previous step was finishing: the run stops here
             self.mark(checkpoint, names.CANCEL, END, {})
             return {"status": "cancelled", "node": task.node}
+        if view.step_committed:
+            return {"status": "duplicate", "node": task.node}  # a redelivery of a done step
         writes = {task_id: write.update for task_id, write in view.writes.items()}
         if names.CANCEL in writes or names.ERROR in writes or names.INTERRUPT in writes:
             return {"status": "stopped", "node": task.node}

@@ -1,4 +1,4 @@
-"""Conformance of the savers' timers (the beat reaper's index), on every saver."""
+"""Conformance of what the Celery side needs from every saver: timers and one-trip reads."""
 
 from __future__ import annotations
 
@@ -44,3 +44,27 @@ def test_release_removes_the_timer(saver: BaseCheckpointSaver) -> None:
     saver.set_timer("t1", "r1", "g", "stall", T0)
     saver.release("t1")
     assert saver.due_timers(T0) == []
+
+
+def test_get_with_writes_reports_markers_and_committed_steps(saver: BaseCheckpointSaver) -> None:
+    first = Checkpoint(thread_id="t1", checkpoint_id="c1", run_id="r1", step=0, values={"a": 1})
+    saver.put(first)
+    saver.put_writes("t1", "c1", "__cancel__", "__END__", {})
+    saver.put_writes("t1", "c1", "n", "n", {"a": 2})
+    view = saver.get_with_writes("t1", "c1")
+    assert view.checkpoint is not None and view.checkpoint.values == {"a": 1}
+    assert sorted(view.writes) == ["__cancel__", "n"]
+    assert view.parent_markers == {}
+    assert view.step_committed is False
+    saver.put(
+        Checkpoint(
+            thread_id="t1", checkpoint_id="c2", run_id="r1", step=1, values={}, parent_id="c1"
+        )
+    )
+    latest = saver.get_with_writes("t1")
+    assert latest.checkpoint is not None and latest.checkpoint.checkpoint_id == "c2"
+    assert latest.writes == {}
+    assert list(latest.parent_markers) == ["__cancel__"]  # the parent's task writes are left out
+    assert saver.get_with_writes("t1", "c1").step_committed is True
+    assert saver.get_with_writes("t1", "c2").step_committed is False
+    assert saver.get_with_writes("nobody").checkpoint is None
