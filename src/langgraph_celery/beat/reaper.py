@@ -68,26 +68,46 @@ def _savers(executor: CeleryExecutor) -> list[BaseCheckpointSaver]:
     return list(found.values())
 
 
+#: How far past ``limit`` a pass reads when due timers belong to graphs it does not know.
+_UNKNOWN_FETCH_FACTOR = 50
+
+
+def _due(
+    executor: CeleryExecutor, saver: BaseCheckpointSaver, now: datetime, limit: int
+) -> list[Timer]:
+    """Due timers, earliest first, with up to ``limit`` of graphs this process knows: timers of
+    other graphs (left for the processes that run them) do not take the place of its own."""
+    fetch = limit
+    while True:
+        timers = list(saver.due_timers(now, fetch))
+        known = sum(executor.runtime(timer.graph_id) is not None for timer in timers)
+        if known >= limit or len(timers) < fetch or fetch >= limit * _UNKNOWN_FETCH_FACTOR:
+            return timers
+        fetch = min(fetch * 2, limit * _UNKNOWN_FETCH_FACTOR)
+
+
 def reap(executor: CeleryExecutor, now: datetime | None = None, limit: int = 100) -> ReapReport:
     """One pass over the due timers of every saver the executor's graphs use."""
     now = now or datetime.now(UTC)
     report = ReapReport()
     for saver in _savers(executor):
-        for timer in saver.due_timers(now, limit):
+        unknown: dict[str, int] = {}
+        for timer in _due(executor, saver, now, limit):
             runtime = executor.runtime(timer.graph_id)
             if runtime is None:
-                log.warning(
-                    "reaper: thread %r belongs to graph %r, which this process does not know; "
-                    "import its module in the beat/worker process",
-                    timer.thread_id,
-                    timer.graph_id,
-                )
+                unknown[timer.graph_id] = unknown.get(timer.graph_id, 0) + 1
                 continue
             try:
                 _reap_one(executor, runtime, timer, now, report)
             except Exception:  # one bad thread must not stop the pass
                 log.exception("reaper: thread %r could not be handled", timer.thread_id)
                 report.errors.append(timer.thread_id)
+        if unknown:
+            log.warning(
+                "reaper: due threads of graphs this process does not know (left for the "
+                "processes that run them; import their modules here to handle them): %s",
+                unknown,
+            )
     if any(report.to_data().values()):
         log.info("reaper pass: %s", report.to_data())
     return report
@@ -109,8 +129,8 @@ def _reap_one(
         report.cleared.append(thread_id)
         return
     if status.status == INTERRUPTED and timer.kind == names.DEADLINE_TIMER:
-        _expire(runtime, latest.thread_id, status.marker or {}, timer, now)
-        report.expired.append(thread_id)
+        if _expire(runtime, latest.thread_id, status.marker or {}, timer, now):
+            report.expired.append(thread_id)
         return
     if status.status != RUNNING:
         saver.clear_timer(thread_id, timer.run_id)
@@ -144,7 +164,8 @@ def _expire(
     marker: dict[str, Any],
     timer: Timer,
     now: datetime,
-) -> None:
+) -> bool:
+    """Resume the parked run with the timeout marker; False if it was resumed meanwhile."""
     update = {
         TIMEOUT_KEY: {
             "node_id": marker.get("node_id"),
@@ -159,5 +180,8 @@ def _expire(
             )
         )
     except GraphError as error:  # resumed by someone else meanwhile: nothing to expire
+        # The timer is left alone: the resume that won has armed (or is arming) its own timer
+        # for the same run, and clearing by run id would remove it; the next pass re-reads.
         log.info("reaper: deadline of thread %r not applied: %s", thread_id, error)
-        runtime.saver.clear_timer(thread_id, timer.run_id)
+        return False
+    return True

@@ -20,7 +20,7 @@ from langgraph_celery.checkpoint.base import (
     CheckpointView,
     PendingTask,
 )
-from langgraph_celery.errors import CheckpointConflictError, GraphError
+from langgraph_celery.errors import CheckpointConflictError, GraphError, NodeError
 from langgraph_celery.graph._engine import Engine
 from langgraph_celery.graph._sync import run_sync
 from langgraph_celery.graph.config import RunnableConfig
@@ -127,16 +127,18 @@ class GraphRuntime:
         return stored
 
     def mark_interrupt(self, checkpoint: Checkpoint, interruption: InterruptionMetadata) -> None:
-        """Park the run at ``checkpoint``; with an interrupt timeout, arm its deadline."""
+        """Park the run at ``checkpoint``; with an interrupt timeout, arm its deadline.
+
+        The stall timer goes before the marker (no reaper pass can find a parked run with a
+        stall timer) and a deadline after it (no pass can find a deadline on a running run).
+        """
         metadata = dict(interruption.metadata)
         timeout = metadata.get("timeout", self.executor.interrupt_timeout)
         now = datetime.now(UTC)
+        due = None
         if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
             due = now + timedelta(seconds=float(timeout))
             metadata["expires_at"] = due.isoformat()
-            self.saver.set_timer(
-                checkpoint.thread_id, checkpoint.run_id, self.graph_id, names.DEADLINE_TIMER, due
-            )
         else:
             self.saver.clear_timer(checkpoint.thread_id, checkpoint.run_id)
         self.mark(
@@ -150,13 +152,20 @@ class GraphRuntime:
                 "parked_at": now.isoformat(),
             },
         )
+        if due is not None:
+            self.saver.set_timer(
+                checkpoint.thread_id, checkpoint.run_id, self.graph_id, names.DEADLINE_TIMER, due
+            )
 
     def mark_error(self, checkpoint: Checkpoint, node: str, error: BaseException) -> None:
+        error_type, message = type(error).__name__, str(error)
+        if isinstance(error, NodeError):  # (a route that failed) the client rebuilds the NodeError
+            node, error_type, message = error.node_id, error.error_type, error.error_message
         self.mark(
             checkpoint,
             names.ERROR,
             node,
-            {"node_id": node, "error_type": type(error).__name__, "message": str(error)},
+            {"node_id": node, "error_type": error_type, "message": message},
         )
         self.saver.clear_timer(checkpoint.thread_id, checkpoint.run_id)
 
@@ -294,6 +303,17 @@ class GraphRuntime:
         except CheckpointConflictError:
             return {"status": "merged-elsewhere"}
         except GraphError as error:
+            # Every node ran: keep their updates (a step of one task has not recorded its
+            # update yet), as the in-process executor does, so that a resume merges them again.
+            if len(checkpoint.tasks) == 1:
+                only = checkpoint.tasks[0]
+                self.saver.put_writes(
+                    checkpoint.thread_id,
+                    checkpoint.checkpoint_id,
+                    only.id,
+                    only.node,
+                    dict(writes.get(only.id) or {}),
+                )
             self.mark_error(checkpoint, checkpoint.next[-1], error)
             return {"status": "failed", "error_type": type(error).__name__}
         new = result.checkpoint
