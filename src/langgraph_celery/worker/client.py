@@ -42,6 +42,8 @@ RUNNING, INTERRUPTED, COMPLETED, FAILED, CANCELLED = (
     "cancelled",
 )
 _POLL_MIN, _POLL_MAX = 0.0005, 0.02
+#: The run id a thread's timer names while its run's first checkpoint is being stored.
+_STARTING = "(starting)"
 #: With wake-ups, how long a client waits for one before reading the store anyway.
 _WAKE_FALLBACK = 0.25
 
@@ -71,7 +73,7 @@ def status_of(view: CheckpointView) -> RunStatus:
     ):
         if marker in view.writes:
             return RunStatus(status, checkpoint, dict(view.writes[marker].update))
-    if not checkpoint.tasks and not checkpoint.extra.get("edges_pending"):
+    if not _has_pending(checkpoint):  # (an interrupt_after's step: its marker is on its way)
         return RunStatus(COMPLETED, checkpoint)
     if cancelled_by_parent(view):
         return RunStatus(CANCELLED, checkpoint, {})
@@ -134,6 +136,9 @@ class CelerySource:
                 raise GraphStateError(
                     f"thread {thread_id!r} is busy: another process just started or resumed a run"
                 )
+        # Watched from before its first checkpoint is stored: a client that dies in between
+        # leaves a timer, so the reaper finds the thread (the timer then names the real run).
+        runtime.arm_thread(thread_id, _STARTING)
         checkpoint, start = await engine.begin(graph_input, config)
         run_config = config._for_runtime(graph_id=runtime.graph_id, run_id=checkpoint.run_id)
         invocation = checkpoint.checkpoint_id

@@ -171,10 +171,11 @@ class GraphRuntime:
 
     def arm(self, checkpoint: Checkpoint) -> None:
         """Start watching the thread's active run (the reaper's stall timer)."""
+        self.arm_thread(checkpoint.thread_id, checkpoint.run_id)
+
+    def arm_thread(self, thread_id: str, run_id: str) -> None:
         due = datetime.now(UTC) + timedelta(seconds=self.executor.stalled_after)
-        self.saver.set_timer(
-            checkpoint.thread_id, checkpoint.run_id, self.graph_id, names.STALL_TIMER, due
-        )
+        self.saver.set_timer(thread_id, run_id, self.graph_id, names.STALL_TIMER, due)
 
     # -- dispatch -------------------------------------------------------------------------------
 
