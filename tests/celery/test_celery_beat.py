@@ -346,11 +346,13 @@ def test_timers_of_finished_runs_are_cleared(stack: BeatStack, r: Any) -> None:
         stack.graph("boom").invoke({"thread": failed}, cfg(failed))
     result = stack.graph("gate").start({"thread": parked}, cfg(parked)).wait(timeout=20)
     assert result.as_interruption_metadata().metadata == {}  # no deadline
-    # completion, failure and a parking without deadline clear the run's timer themselves
-    for thread in (done, failed, parked):
-        wait_until(lambda t=thread: not timers_of(saver, t), 10, 0.05, f"{thread}'s timer")
+    # completion clears the run's timer; a failure or a parking without deadline leave their
+    # stall timer to the reaper (so a resume that re-arms it meanwhile keeps it)
+    wait_until(lambda: not timers_of(saver, done), 10, 0.05, f"{done}'s timer")
+    for thread in (failed, parked):
+        assert [t.kind for t in timers_of(saver, thread)] == [names.STALL_TIMER]
 
-    # a worker that died before clearing it: the reaper clears it
+    # once due, the reaper clears them (and a completed run's, if its worker died before)
     due = now() - timedelta(seconds=1)
     graph_ids = {done: "chain", failed: "boom", parked: "gate"}
     for thread, graph_id in graph_ids.items():

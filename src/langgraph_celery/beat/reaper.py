@@ -125,7 +125,7 @@ def _reap_one(
     latest = saver.get(thread_id)
     status = read_status(runtime, latest)
     if latest is None:
-        saver.clear_timer(thread_id, timer.run_id)
+        saver.clear_timer(thread_id, timer.run_id, timer.due_at)
         report.cleared.append(thread_id)
         return
     if status.status == INTERRUPTED and timer.kind == names.DEADLINE_TIMER:
@@ -133,7 +133,7 @@ def _reap_one(
             report.expired.append(thread_id)
         return
     if status.status != RUNNING:
-        saver.clear_timer(thread_id, timer.run_id)
+        saver.clear_timer(thread_id, timer.run_id, timer.due_at)
         report.cleared.append(thread_id)
         return
     stalled_after = timedelta(seconds=runtime.executor.stalled_after)
@@ -145,6 +145,10 @@ def _reap_one(
     config = RunnableConfig(thread_id=thread_id)._for_runtime(
         graph_id=runtime.graph_id, run_id=latest.run_id
     )
+    # Re-armed first: what follows may park the run (and set a deadline) or complete it.
+    saver.set_timer(
+        thread_id, latest.run_id, timer.graph_id, names.STALL_TIMER, now + stalled_after
+    )
     writes = runtime.writes(latest)
     envelope = runtime.envelope(latest, latest.checkpoint_id, config, 0)
     if latest.tasks and all(task.id in writes for task in latest.tasks):
@@ -153,9 +157,6 @@ def _reap_one(
     else:
         run_sync(runtime.advance(latest, latest.checkpoint_id, config, 0))
         report.redispatched.append(thread_id)
-    saver.set_timer(
-        thread_id, latest.run_id, timer.graph_id, names.STALL_TIMER, now + stalled_after
-    )
 
 
 def _expire(

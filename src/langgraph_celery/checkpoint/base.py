@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from langgraph_celery.errors import SerializationError
 from langgraph_celery.serde import JsonSerializer, Serializer
 
 __all__ = [
@@ -167,6 +168,15 @@ class BaseCheckpointSaver(abc.ABC):
     def setup(self) -> None:  # noqa: B027 - optional hook, nothing to do by default
         """Create whatever storage the saver needs.  Idempotent; also done on first use."""
 
+    def dump_body(self, checkpoint: Checkpoint) -> str:
+        """``checkpoint.body()`` as the serializer's text; an error names the state key at
+        fault (``'approved'``, not ``'values'``)."""
+        try:
+            return self.serializer.dumps(checkpoint.body())
+        except SerializationError:
+            self.serializer.dumps(checkpoint.values)
+            raise
+
     @abc.abstractmethod
     def put(self, checkpoint: Checkpoint) -> Checkpoint:
         """Store a new checkpoint and return it.
@@ -226,8 +236,10 @@ class BaseCheckpointSaver(abc.ABC):
         """Create or replace the thread's timer."""
         raise NotImplementedError(f"{type(self).__name__} keeps no timers")
 
-    def clear_timer(self, thread_id: str, run_id: str) -> None:
-        """Remove the thread's timer if it belongs to ``run_id`` (a newer run's timer stays)."""
+    def clear_timer(self, thread_id: str, run_id: str, due_at: datetime | None = None) -> None:
+        """Remove the thread's timer if it belongs to ``run_id`` (a newer run's timer stays) and,
+        with ``due_at``, only if it is still the timer read then (compare-and-delete: a timer
+        re-armed meanwhile stays)."""
         raise NotImplementedError(f"{type(self).__name__} keeps no timers")
 
     def due_timers(self, now: datetime, limit: int = 100) -> Sequence[Timer]:

@@ -65,7 +65,7 @@ class MemorySaver(BaseCheckpointSaver):
     # -- checkpoints -------------------------------------------------------------------------
 
     def put(self, checkpoint: Checkpoint) -> Checkpoint:
-        body = self.serializer.dumps(checkpoint.body())
+        body = self.dump_body(checkpoint)
         created_at = as_utc(checkpoint.created_at)
         stored = _Stored(
             checkpoint_id=checkpoint.checkpoint_id,
@@ -122,10 +122,12 @@ class MemorySaver(BaseCheckpointSaver):
         with self._lock:
             self._timers[thread_id] = Timer(thread_id, run_id, graph_id, kind, as_utc(due_at))
 
-    def clear_timer(self, thread_id: str, run_id: str) -> None:
+    def clear_timer(self, thread_id: str, run_id: str, due_at: datetime | None = None) -> None:
         with self._lock:
             timer = self._timers.get(thread_id)
-            if timer is not None and timer.run_id == run_id:
+            if timer is None or timer.run_id != run_id:
+                return
+            if due_at is None or timer.due_at == as_utc(due_at):
                 del self._timers[thread_id]
 
     def due_timers(self, now: datetime, limit: int = 100) -> Sequence[Timer]:

@@ -127,7 +127,7 @@ class SqlSaver(BaseCheckpointSaver):
     # -- checkpoints -------------------------------------------------------------------------
 
     def put(self, checkpoint: Checkpoint) -> Checkpoint:
-        body = self.serializer.dumps(checkpoint.body())
+        body = self.dump_body(checkpoint)
         created_at = as_utc(checkpoint.created_at)
         table = self._tables.checkpoints
         statement = insert(table).values(
@@ -193,12 +193,13 @@ class SqlSaver(BaseCheckpointSaver):
             if not updated.rowcount:
                 conn.execute(table.insert().values(thread_id=thread_id, **values))
 
-    def clear_timer(self, thread_id: str, run_id: str) -> None:
+    def clear_timer(self, thread_id: str, run_id: str, due_at: datetime | None = None) -> None:
         table = self._tables.timers
+        statement = table.delete().where(table.c.thread_id == thread_id, table.c.run_id == run_id)
+        if due_at is not None:
+            statement = statement.where(table.c.due_at == as_utc(due_at))
         with self._autocommit() as conn:
-            conn.execute(
-                table.delete().where(table.c.thread_id == thread_id, table.c.run_id == run_id)
-            )
+            conn.execute(statement)
 
     def due_timers(self, now: datetime, limit: int = 100) -> Sequence[Timer]:
         table = self._tables.timers

@@ -20,7 +20,7 @@ from langgraph_celery.checkpoint.base import (
     CheckpointView,
     PendingTask,
 )
-from langgraph_celery.errors import CheckpointConflictError, GraphError, NodeError
+from langgraph_celery.errors import CheckpointConflictError, GraphError
 from langgraph_celery.graph._engine import Engine
 from langgraph_celery.graph._sync import run_sync
 from langgraph_celery.graph.config import RunnableConfig
@@ -129,8 +129,9 @@ class GraphRuntime:
     def mark_interrupt(self, checkpoint: Checkpoint, interruption: InterruptionMetadata) -> None:
         """Park the run at ``checkpoint``; with an interrupt timeout, arm its deadline.
 
-        The stall timer goes before the marker (no reaper pass can find a parked run with a
-        stall timer) and a deadline after it (no pass can find a deadline on a running run).
+        The marker goes first: if storing it fails, the stall timer is still there and the
+        reaper parks the run on its next pass.  Without a deadline the stall timer is left for
+        the reaper to remove (compare-and-delete), so a resume that re-arms it meanwhile keeps it.
         """
         metadata = dict(interruption.metadata)
         timeout = metadata.get("timeout", self.executor.interrupt_timeout)
@@ -139,8 +140,6 @@ class GraphRuntime:
         if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
             due = now + timedelta(seconds=float(timeout))
             metadata["expires_at"] = due.isoformat()
-        else:
-            self.saver.clear_timer(checkpoint.thread_id, checkpoint.run_id)
         self.mark(
             checkpoint,
             names.INTERRUPT,
@@ -158,16 +157,13 @@ class GraphRuntime:
             )
 
     def mark_error(self, checkpoint: Checkpoint, node: str, error: BaseException) -> None:
-        error_type, message = type(error).__name__, str(error)
-        if isinstance(error, NodeError):  # (a route that failed) the client rebuilds the NodeError
-            node, error_type, message = error.node_id, error.error_type, error.error_message
+        """Stop the run at ``checkpoint`` as failed (its stall timer is left to the reaper)."""
         self.mark(
             checkpoint,
             names.ERROR,
             node,
-            {"node_id": node, "error_type": error_type, "message": message},
+            {"node_id": node, "error_type": type(error).__name__, "message": str(error)},
         )
-        self.saver.clear_timer(checkpoint.thread_id, checkpoint.run_id)
 
     def arm(self, checkpoint: Checkpoint) -> None:
         """Start watching the thread's active run (the reaper's stall timer)."""
@@ -336,12 +332,25 @@ class GraphRuntime:
 
     def resume(self, envelope: TaskEnvelope) -> dict[str, Any]:
         """The body of the resume task: dispatch the resumed checkpoint's pending work."""
-        checkpoint = self.saver.get(envelope.thread_id, envelope.checkpoint_id)
+        view = self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
+        checkpoint = view.checkpoint
         if checkpoint is None:
             log.error(
                 "rejected resume: thread %r has no checkpoint %s",
                 envelope.thread_id,
                 envelope.checkpoint_id,
+            )
+            return {"status": "rejected"}
+        stopped = sorted((names.MARKERS - {names.CLAIM}) & view.writes.keys())
+        if checkpoint.metadata.get("source") != "resume" or stopped or view.step_committed:
+            # Only the checkpoint a client's resume stored is dispatched from here: a message
+            # naming a parked, failed or cancelled checkpoint, or a step of a run, never moves it.
+            log.error(
+                "rejected resume: checkpoint %s of thread %r is not a pending resume (source %r%s)",
+                envelope.checkpoint_id,
+                envelope.thread_id,
+                checkpoint.metadata.get("source"),
+                f", marked {', '.join(stopped)}" if stopped else "",
             )
             return {"status": "rejected"}
         config = self.config_for(envelope)
