@@ -1,0 +1,1281 @@
+"""Soak benchmark: many runs through two Celery workers while chaos actions fire at random.
+
+Set-up (see ``bench/soak_app.py`` for the app and graphs):
+
+* Redis db 8 is the broker and the result backend (flushed before and after, and by the chaos);
+  db 7 is the nodes' side channel (execution counts, which pool process runs which node),
+  flushed before and after.
+* PostgreSQL database ``lgc_soak`` (created if missing) holds the checkpoints, in tables under a
+  unique prefix dropped at the end.
+* Two workers: ``celery -A bench.soak_app worker -P prefork -c 2 -n w1@%h`` and ``w2@%h``.
+* The driver (this process) keeps ``--inflight`` runs going with ``graph.start(...)``: two thirds
+  of ``soak_fan`` (``a -> b1, b2 -> c``), one third of ``soak_park`` (the same, parked before
+  ``c``; the driver resumes it after a random delay with ``GraphInput.resume``).  It polls each
+  run with ``RunHandle.status()`` and calls the reaper, ``reap(executor)``, every second
+  (``stalled_after`` = 3 s), standing in for ``celery beat``.
+* A chaos thread fires one action every 0.5-1 s, picked at random:
+
+  ``kill9``          ``kill -9`` of a worker pool process that is running a node;
+  ``flushdb``        ``FLUSHDB`` of the broker's Redis db (queued and unacked messages lost);
+  ``duplicate``      a node message sent again with the same task id and kwargs (taken from
+                     the unacked messages, the queue, or a finished task's extended result);
+  ``double_resume``  two concurrent resumes of the same parked thread (one must win);
+  ``pg_kill``        ``pg_terminate_backend`` of every other backend of the soak database.
+
+At the end, with the chaos stopped and the runs drained, each thread's final state is read.  A
+node appends ``<thread>:<node>`` to the ``log`` appender, so for every completed run each expected
+token must appear exactly once: a missing one is an *update lost*, an extra copy an *update
+doubled* (counted on every run, completed or not).  Also shown: worker RSS (main + pool
+processes, ``/proc/<pid>/status`` VmRSS) before and after, wall time, runs/s, the chaos actions
+by kind, what the reaper did, the client errors, and node executions (a node may run more than
+once, e.g. after ``kill -9``; its update must still land once).
+
+Any run that did not complete, or a lost/doubled update, is diagnosed: the driver's events for
+the thread, its checkpoints (oldest first) with their writes and markers, its timer, its node
+executions and the worker log lines naming it.
+
+Run from the repository root: ``python -m bench.soak`` (2,000 runs), ``--quick`` (100 runs),
+``--runs N``, ``--json PATH``, ``--time-limit S`` (stop starting runs after S seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import functools
+import gc
+import importlib
+import json
+import logging
+import os
+import platform
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as dist_version
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import redis
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Engine, make_url
+
+ROOT = Path(__file__).resolve().parent.parent
+REDIS_SERVER = os.environ.get("LGC_SOAK_REDIS_SERVER", "redis://127.0.0.1:6379")
+BROKER_DB = 8
+AUX_DB = 7
+PG_ADMIN_URL = os.environ.get(
+    "LGC_SOAK_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+PG_DATABASE = "lgc_soak"
+STALLED_AFTER = 3.0
+REAP_EVERY = 1.0
+CHAOS_KINDS = ("kill9", "flushdb", "duplicate", "double_resume", "pg_kill")
+PARK_SHARE = 1 / 3
+POLL_EVERY = 0.4
+#: A run still going after this many seconds stops counting against --inflight.
+SLOW_AFTER = 45.0
+#: Once only such runs are left (and every run was started), how long to wait for them still.
+SLOW_GRACE = 30.0
+RESUME_ATTEMPTS = 30
+START_ATTEMPTS = 8
+NODE_TASK_PREFIX = "langgraph_celery.node."
+#: Run statuses the driver stops following at (``stuck``: it gave up resuming the thread).
+TERMINAL = ("completed", "failed", "cancelled", "stuck")
+
+log = logging.getLogger("bench.soak")
+
+
+def _version(dist: str) -> str:
+    try:
+        return dist_version(dist)
+    except PackageNotFoundError:
+        return "?"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _short(error: BaseException) -> str:
+    """The error's type and first line, and for a database error the statement that failed."""
+    message = str(error).strip()
+    first = message.splitlines()[0] if message else ""
+    where = ""
+    statement = re.search(r"\[SQL: ((?:INSERT INTO|DELETE FROM|UPDATE)\s+[^\s(]+)", message)
+    if statement:
+        where = f" [SQL: {statement.group(1)} ...]"
+    elif select := re.search(r"\[SQL: (?:WITH|SELECT)\b.*?\bFROM\s+([^\s(,]+)", message, re.S):
+        where = f" [SQL: SELECT ... FROM {select.group(1)} ...]"
+    return f"{type(error).__name__}: {first[:160]}{where}"
+
+
+# -- services -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Services:
+    broker_url: str
+    aux_url: str
+    pg_url: str
+    table_prefix: str
+    tmpdir: Path
+    pg_version: str = ""
+
+    def env(self) -> dict[str, str]:
+        return {
+            "LGC_SOAK_REDIS_URL": self.broker_url,
+            "LGC_SOAK_AUX_URL": self.aux_url,
+            "LGC_SOAK_PG_URL": self.pg_url,
+            "LGC_SOAK_TABLE_PREFIX": self.table_prefix,
+            "LGC_SOAK_STALLED_AFTER": str(STALLED_AFTER),
+        }
+
+
+def _flush(url: str) -> None:
+    client = redis.Redis.from_url(url)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
+def prepare_services() -> Services:
+    broker_url, aux_url = f"{REDIS_SERVER}/{BROKER_DB}", f"{REDIS_SERVER}/{AUX_DB}"
+    _flush(broker_url)
+    _flush(aux_url)
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            exists = conn.execute(
+                text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": PG_DATABASE}
+            ).first()
+            if exists is None:
+                conn.execute(text(f'CREATE DATABASE "{PG_DATABASE}"'))
+            pg_version = str(conn.execute(text("SHOW server_version")).scalar())
+    finally:
+        admin.dispose()
+    pg_url = make_url(PG_ADMIN_URL).set(database=PG_DATABASE).render_as_string(False)
+    return Services(
+        broker_url=broker_url,
+        aux_url=aux_url,
+        pg_url=pg_url,
+        table_prefix=f"lgcs_{uuid.uuid4().hex[:8]}_",
+        tmpdir=Path(tempfile.mkdtemp(prefix="lgc-soak-")),
+        pg_version=pg_version,
+    )
+
+
+def cleanup_services(services: Services) -> None:
+    engine = create_engine(services.pg_url)
+    try:
+        for attempt in range(5):
+            try:
+                with engine.begin() as conn:
+                    tables = conn.execute(
+                        text(
+                            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+                            "AND starts_with(tablename, :prefix)"
+                        ),
+                        {"prefix": services.table_prefix},
+                    ).scalars()
+                    for table in list(tables):
+                        conn.execute(text(f'DROP TABLE IF EXISTS "{table}" CASCADE'))
+                break
+            except Exception as error:  # a connection killed by the last chaos action
+                log.warning("dropping the soak tables failed (%s), again", _short(error))
+                time.sleep(0.5 * (attempt + 1))
+    finally:
+        engine.dispose()
+    _flush(services.broker_url)
+    _flush(services.aux_url)
+
+
+# -- processes ------------------------------------------------------------------------------------
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command may hold spaces and parentheses: the fields after the last ')' are fixed
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _ppid(int(entry.name)) == pid:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class Worker:
+    """One ``celery -A bench.soak_app worker -P prefork -c 2 -n <name>@%h`` subprocess."""
+
+    def __init__(self, services: Services, name: str) -> None:
+        self.name = name
+        self.log_path = services.tmpdir / f"worker-{name}.log"
+        env = dict(os.environ)
+        env.update(services.env())
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "bench.soak_app",
+            "worker",
+            "-P",
+            "prefork",
+            "-c",
+            "2",
+            "-l",
+            "warning",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-n",
+            f"{name}@%h",
+        ]
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def pool(self) -> list[int]:
+        return children_of(self.pid)
+
+    def rss(self) -> dict[str, int]:
+        pool = self.pool()
+        return {
+            "main_kib": rss_kib(self.pid),
+            "pool_kib": sum(rss_kib(p) for p in pool),
+            "pool_processes": len(pool),
+        }
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def tail(self, lines: int = 30) -> str:
+        self._log.flush()
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        # pool processes left behind by the SIGTERM path (same session, started by us)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self._log.close()
+
+
+def wait_workers(app_module: ModuleType, workers: Sequence[Worker], timeout: float = 90.0) -> None:
+    """Until each worker (by node name) has answered a ping and has its 2 pool processes."""
+    deadline = time.monotonic() + timeout
+    wanted = {w.name for w in workers}
+    seen: set[str] = set()
+    while time.monotonic() < deadline:
+        for worker in workers:
+            if not worker.alive():
+                raise RuntimeError(f"worker {worker.name} exited:\n{worker.tail()}")
+        pending = [app_module.ping.apply_async() for _ in range(8)]
+        for result in pending:
+            with contextlib.suppress(Exception):
+                seen.add(str(result.get(timeout=2)["hostname"]).split("@", 1)[0])
+        if wanted <= seen and all(len(w.pool()) == 2 for w in workers):
+            # drop the unanswered pings now: collected at exit, they log a traceback
+            pending.clear()
+            gc.collect()
+            return
+    tails = "\n".join(f"--- {w.name}\n{w.tail()}" for w in workers)
+    raise RuntimeError(f"workers not ready after {timeout} s (seen {sorted(seen)}):\n{tails}")
+
+
+def worker_memory(workers: Sequence[Worker]) -> dict[str, dict[str, int]]:
+    return {w.name: w.rss() for w in workers}
+
+
+# -- runs -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunRecord:
+    index: int
+    kind: str  # "fan" or "park"
+    thread_id: str
+    run_id: str = ""
+    started_at: float = 0.0  # monotonic, 0 until started
+    done_at: float = 0.0
+    status: str = "pending"  # pending, running, interrupted, completed, failed, cancelled
+    resumed: bool = False
+    resume_busy: bool = False  # a resume is being attempted (main loop or chaos)
+    resume_at: float = 0.0
+    resume_attempts: int = 0
+    slow: bool = False
+    next_poll: float = 0.0
+    events: list[str] = field(default_factory=list)
+
+    @property
+    def live(self) -> bool:
+        return self.started_at > 0 and self.status not in TERMINAL
+
+
+class Soak:
+    """The driver: starts, follows and resumes runs; the reaper and chaos threads."""
+
+    def __init__(
+        self,
+        services: Services,
+        app_module: ModuleType,
+        workers: Sequence[Worker],
+        runs: int,
+        inflight: int,
+        seed: int,
+    ) -> None:
+        self.services = services
+        self.app_module = app_module
+        self.workers = list(workers)
+        self.inflight = inflight
+        self.rng = random.Random(seed)
+        self.chaos_rng = random.Random(seed + 1)
+        self.lock = threading.RLock()
+        self.t0 = time.monotonic()
+        self.records: list[RunRecord] = []
+        for index in range(runs):
+            kind = "park" if self.rng.random() < PARK_SHARE else "fan"
+            thread = f"soak-{index:05d}-{kind}-{uuid.uuid4().hex[:6]}"
+            self.records.append(RunRecord(index, kind, thread))
+        self.by_thread = {r.thread_id: r for r in self.records}
+        self.client_errors: Counter[str] = Counter()
+        self.reaper_counts: Counter[str] = Counter()
+        self.reaper_errors: Counter[str] = Counter()
+        self.chaos_counts: Counter[str] = Counter()
+        self.chaos_detail: Counter[str] = Counter()
+        self.chaos_errors: Counter[str] = Counter()
+        self.double_resume_outcomes: Counter[str] = Counter()
+        self.stop_chaos = threading.Event()
+        self.stop_reaper = threading.Event()
+        self.broker = redis.Redis.from_url(services.broker_url, socket_timeout=5)
+        self.aux = redis.Redis.from_url(services.aux_url, socket_timeout=5)
+        self.admin: Engine = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def event(self, record: RunRecord, what: str) -> None:
+        with self.lock:
+            record.events.append(f"{self.now():8.3f}s {what}")
+
+    def graph(self, record: RunRecord) -> Any:
+        return self.app_module.GRAPHS[record.kind]
+
+    def config(self, record: RunRecord) -> Any:
+        from langgraph_celery import RunnableConfig
+
+        return RunnableConfig(thread_id=record.thread_id)
+
+    def _retrying(self, what: str, fn: Callable[[], Any], attempts: int = 10) -> Any:
+        """Call ``fn`` again after a store error (a chaos pg_kill), a few times."""
+        for attempt in range(attempts):
+            try:
+                return fn()
+            except Exception as error:
+                self.client_errors[f"{what}: {type(error).__name__}"] += 1
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.1 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    # -- starting, polling, resuming ----------------------------------------------------------
+
+    def start(self, record: RunRecord) -> None:
+        graph, cfg = self.graph(record), self.config(record)
+        token = {"log": [f"{record.thread_id}:input"]}
+        record.started_at = time.monotonic()
+        record.status = "running"
+        record.next_poll = record.started_at + POLL_EVERY
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                handle = graph.start(token, cfg)
+            except Exception as error:
+                self.client_errors[f"start: {type(error).__name__}"] += 1
+                self.event(record, f"start attempt {attempt} raised {_short(error)}")
+                latest = self._retrying(
+                    "start check", lambda: self.app_module.saver.get(record.thread_id)
+                )
+                if latest is not None:
+                    # the input checkpoint was stored before the error: the run exists
+                    record.run_id = latest.run_id
+                    self.event(
+                        record,
+                        f"adopted run {latest.run_id[:8]} (its checkpoint "
+                        f"{latest.checkpoint_id[:8]} step {latest.step} was stored before the "
+                        "error)",
+                    )
+                    return
+                time.sleep(0.1 * attempt)
+                continue
+            record.run_id = handle.run_id
+            self.event(record, f"started run {handle.run_id[:8]}")
+            return
+        record.status = "failed"
+        record.done_at = time.monotonic()
+        self.event(record, "could not start")
+
+    def poll(self, record: RunRecord) -> None:
+        from langgraph_celery.celery import RunHandle
+
+        now = time.monotonic()
+        record.next_poll = now + (2.0 if record.slow else POLL_EVERY)
+        if not record.run_id:
+            latest = self._retrying("adopt", lambda: self.app_module.saver.get(record.thread_id))
+            if latest is None:
+                return
+            record.run_id = latest.run_id
+        handle = RunHandle(record.run_id, record.thread_id, self.graph(record))
+        try:
+            status = handle.status()
+        except Exception as error:
+            self.client_errors[f"status: {type(error).__name__}"] += 1
+            return
+        with self.lock:
+            previous = record.status
+            if status != previous:
+                record.events.append(f"{self.now():8.3f}s status {previous} -> {status}")
+            record.status = status
+            if status in ("completed", "failed", "cancelled"):
+                record.done_at = now
+                return
+            if status == "interrupted":
+                if record.kind != "park" or record.resumed:
+                    record.events.append(f"{self.now():8.3f}s UNEXPECTED interruption")
+                if record.kind == "park" and not record.resume_busy and record.resume_at == 0:
+                    record.resume_at = now + self.rng.uniform(0.1, 1.0)
+            if not record.slow and now - record.started_at > SLOW_AFTER:
+                record.slow = True
+                record.events.append(f"{self.now():8.3f}s still {status} after {SLOW_AFTER:g} s")
+
+    def resume_once(self, record: RunRecord, who: str) -> bool:
+        """One resume attempt; True if this call resumed the thread."""
+        from langgraph_celery import GraphInput
+
+        update = GraphInput.resume({"log": [f"{record.thread_id}:resume"]})
+        try:
+            handle = self.graph(record).start(update, self.config(record))
+        except Exception as error:
+            self.client_errors[f"resume: {type(error).__name__}"] += 1
+            self.event(record, f"resume ({who}) raised {_short(error)}")
+            return False
+        self.event(record, f"resume ({who}) accepted: run {handle.run_id[:8]}")
+        return True
+
+    def resume(self, record: RunRecord) -> None:
+        with self.lock:
+            if record.resume_busy or record.resumed:
+                return
+            record.resume_busy = True
+        try:
+            record.resume_attempts += 1
+            if self.resume_once(record, "driver"):
+                with self.lock:
+                    record.resumed = True
+                    record.status = "running"
+            elif record.resume_attempts < RESUME_ATTEMPTS:
+                record.resume_at = time.monotonic() + 0.5
+            else:
+                self.event(record, f"gave up resuming after {RESUME_ATTEMPTS} attempts")
+                with self.lock:
+                    record.resume_at = float("inf")
+                    record.status = "stuck"
+                    record.done_at = time.monotonic()
+        finally:
+            with self.lock:
+                record.resume_busy = False
+                if record.resumed:
+                    record.resume_at = 0.0
+
+    def drive(self, start_deadline: float, drain_deadline: float) -> None:
+        """Start every run (until ``start_deadline``), then wait for them (``drain_deadline``)."""
+        pending = list(self.records)
+        pending.reverse()
+        last_report = time.monotonic()
+        slow_since = 0.0
+        while True:
+            now = time.monotonic()
+            live = [r for r in self.records if r.live]
+            if not pending and not live:
+                break
+            if pending and now >= start_deadline:
+                log.warning("time limit: %d runs not started", len(pending))
+                pending.clear()
+                self.stop_chaos.set()
+            if not pending and not self.stop_chaos.is_set():
+                self.stop_chaos.set()
+                print(f"[{self.now():7.1f}s] all runs started; chaos stopped", file=sys.stderr)
+            if now >= drain_deadline:
+                break
+            counted = sum(1 for r in live if not r.slow)
+            while pending and counted < self.inflight:
+                self.start(pending.pop())
+                counted += 1
+            for record in live:
+                if record.resume_at and now >= record.resume_at and not record.resume_busy:
+                    self.poll(record)
+                    if record.status == "interrupted":
+                        self.resume(record)
+                    elif record.live and not record.resumed:
+                        # a resume attempt raised, yet the thread moved on: it was resumed
+                        with self.lock:
+                            record.resumed = True
+                            record.resume_at = 0.0
+                            record.events.append(
+                                f"{self.now():8.3f}s {record.status} after a failed resume"
+                            )
+                elif now >= record.next_poll:
+                    self.poll(record)
+            if not pending and live and all(r.slow for r in live):
+                slow_since = slow_since or now
+                if now - slow_since > SLOW_GRACE:
+                    log.warning("only slow runs left for %g s: stop waiting", SLOW_GRACE)
+                    break
+            else:
+                slow_since = 0.0
+            if now - last_report >= 10:
+                last_report = now
+                done = sum(1 for r in self.records if r.status == "completed")
+                print(
+                    f"[{self.now():7.1f}s] completed {done}/{len(self.records)}, live "
+                    f"{len(live)} (slow {sum(1 for r in live if r.slow)}), chaos "
+                    f"{sum(self.chaos_counts.values())}",
+                    file=sys.stderr,
+                )
+            time.sleep(0.01)
+
+    # -- the reaper ---------------------------------------------------------------------------
+
+    def reaper_loop(self) -> None:
+        from langgraph_celery.beat.reaper import reap
+
+        executor = self.app_module.executor
+        while not self.stop_reaper.wait(REAP_EVERY):
+            try:
+                report = reap(executor)
+            except Exception as error:
+                self.reaper_errors[_short(error)[:80]] += 1
+                continue
+            for outcome, threads in report.to_data().items():
+                self.reaper_counts[outcome] += len(threads)
+                if outcome in ("progressing",):
+                    continue
+                for thread in threads:
+                    record = self.by_thread.get(thread)
+                    if record is not None:
+                        self.event(record, f"reaper: {outcome}")
+
+    # -- chaos --------------------------------------------------------------------------------
+
+    def chaos_loop(self) -> None:
+        bag: list[str] = []
+        while not self.stop_chaos.wait(self.chaos_rng.uniform(0.5, 1.0)):
+            # a shuffled bag: every kind fires as often, in a random order
+            if not bag:
+                bag = list(CHAOS_KINDS)
+                self.chaos_rng.shuffle(bag)
+            kind = bag.pop()
+            if kind == "double_resume":
+                waited = time.monotonic() + 3.0
+                while not self._parked() and time.monotonic() < waited:
+                    time.sleep(0.02)
+            try:
+                getattr(self, f"chaos_{kind}")()
+                self.chaos_counts[kind] += 1
+            except Exception as error:
+                self.chaos_errors[f"{kind}: {_short(error)[:100]}"] += 1
+
+    def _parked(self) -> list[RunRecord]:
+        with self.lock:
+            return [
+                r
+                for r in self.records
+                if r.status == "interrupted"
+                and r.kind == "park"
+                and not r.resumed
+                and not r.resume_busy
+                and r.resume_at not in (0.0, float("inf"))
+            ]
+
+    def _pool_pids(self) -> dict[int, str]:
+        return {pid: w.name for w in self.workers for pid in w.pool()}
+
+    def chaos_kill9(self) -> None:
+        deadline = time.monotonic() + 1.0
+        while True:
+            pool = self._pool_pids()
+            busy: list[tuple[int, str]] = []
+            for key in self.aux.scan_iter(match="busy:*", count=100):
+                pid = int(_text(key).split(":", 1)[1])
+                if pid in pool:
+                    token = self.aux.get(key)
+                    if token is not None:
+                        busy.append((pid, _text(token)))
+            if busy or time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
+        if busy:
+            pid, token = self.chaos_rng.choice(busy)
+            os.kill(pid, signal.SIGKILL)
+            self.chaos_detail["kill9: mid-node"] += 1
+            thread, node = token.rsplit(":", 1)
+            record = self.by_thread.get(thread)
+            if record is not None:
+                self.event(record, f"chaos: kill -9 pool pid {pid} ({pool[pid]}) mid-node {node}")
+        elif pool:
+            pid = self.chaos_rng.choice(sorted(pool))
+            os.kill(pid, signal.SIGKILL)
+            self.chaos_detail["kill9: idle pool process (no node running)"] += 1
+        else:
+            raise RuntimeError("no pool process to kill")
+
+    def chaos_flushdb(self) -> None:
+        queued = int(self.broker.llen("celery"))
+        unacked = int(self.broker.hlen("unacked"))
+        self.broker.flushdb()
+        self.chaos_detail["flushdb: queued messages dropped"] += queued
+        self.chaos_detail["flushdb: unacked messages dropped"] += unacked
+
+    def _node_messages(self) -> dict[str, list[tuple[str, str, dict[str, Any]]]]:
+        """Node messages (task name, task id, kwargs) by source: unacked, queued, done."""
+        found: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
+            "unacked": [],
+            "queued": [],
+            "done": [],
+        }
+
+        def from_raw(raw: bytes | str) -> tuple[str, str, dict[str, Any]] | None:
+            message = json.loads(raw)
+            headers = message.get("headers") or {}
+            name = str(headers.get("task", ""))
+            if not name.startswith(NODE_TASK_PREFIX):
+                return None
+            body = message["body"]
+            if message.get("properties", {}).get("body_encoding") == "base64":
+                body = base64.b64decode(body)
+            _args, kwargs, _embed = json.loads(body)
+            return name, str(headers["id"]), dict(kwargs)
+
+        for raw in self.broker.hvals("unacked"):
+            with contextlib.suppress(Exception):
+                item = from_raw(json.dumps(json.loads(raw)[0]))
+                if item is not None:
+                    found["unacked"].append(item)
+        for raw in self.broker.lrange("celery", 0, 200):
+            with contextlib.suppress(Exception):
+                item = from_raw(raw)
+                if item is not None:
+                    found["queued"].append(item)
+        keys = list(self.broker.scan_iter(match="celery-task-meta-lgc:*", count=200))
+        for key in self.chaos_rng.sample(keys, min(len(keys), 20)):
+            with contextlib.suppress(Exception):
+                meta = json.loads(self.broker.get(key) or b"{}")
+                name, kwargs = str(meta.get("name") or ""), meta.get("kwargs")
+                if isinstance(kwargs, str):
+                    kwargs = json.loads(kwargs)
+                if name.startswith(NODE_TASK_PREFIX) and isinstance(kwargs, dict):
+                    found["done"].append((name, str(meta["task_id"]), kwargs))
+        return found
+
+    def chaos_duplicate(self) -> None:
+        found = self._node_messages()
+        sources = [s for s in ("unacked", "queued", "done") if found[s]]
+        if not sources:
+            raise RuntimeError("no node message to duplicate")
+        source = self.chaos_rng.choice(sources)
+        name, task_id, kwargs = self.chaos_rng.choice(found[source])
+        self.app_module.app.send_task(name, kwargs=kwargs, task_id=task_id)
+        self.chaos_detail[f"duplicate: of a {source} message"] += 1
+        record = self.by_thread.get(str(kwargs.get("thread_id")))
+        if record is not None:
+            self.event(
+                record,
+                f"chaos: duplicate ({source}) of node {kwargs.get('node')} step "
+                f"{kwargs.get('step')} checkpoint {str(kwargs.get('checkpoint_id'))[:8]}",
+            )
+
+    def chaos_double_resume(self) -> None:
+        parked = self._parked()
+        if not parked:
+            raise RuntimeError("no parked run")
+        record = self.chaos_rng.choice(parked)
+        with self.lock:
+            if record.resume_busy or record.resumed:
+                raise RuntimeError("the parked run was taken meanwhile")
+            record.resume_busy = True
+        self.event(record, "chaos: two concurrent resumes")
+        barrier = threading.Barrier(2)
+        results: list[bool] = []
+
+        def one(who: str) -> None:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait(timeout=5)
+            results.append(self.resume_once(record, who))
+
+        threads = [threading.Thread(target=one, args=(f"chaos#{i}",)) for i in (1, 2)]
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=60)
+        finally:
+            won = sum(results)
+            self.double_resume_outcomes[
+                {0: "neither accepted", 1: "one accepted (correct)", 2: "BOTH accepted"}[won]
+            ] += 1
+            with self.lock:
+                record.resume_busy = False
+                if won:
+                    record.resumed = True
+                    record.status = "running"
+                    record.resume_at = 0.0
+                else:
+                    record.resume_at = time.monotonic() + 0.5
+
+    def chaos_pg_kill(self) -> None:
+        with self.admin.connect() as conn:
+            killed = conn.execute(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = :db AND pid <> pg_backend_pid()"
+                ),
+                {"db": PG_DATABASE},
+            ).scalar()
+        self.chaos_detail["pg_kill: backends terminated"] += int(killed or 0)
+
+    def close(self) -> None:
+        self.broker.close()
+        self.aux.close()
+        self.admin.dispose()
+
+
+# -- verification ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Problem:
+    thread_id: str
+    kind: str
+    status: str
+    lost: list[str]
+    doubled: dict[str, int]
+    foreign: list[str]
+    log: list[str]
+    events: list[str]
+    checkpoints: list[str]
+    timer: str
+    executions: dict[str, int]
+    worker_lines: list[str]
+    hint: str = ""
+
+
+@dataclass
+class Verdict:
+    runs_requested: int
+    runs_started: int
+    runs_completed: int
+    runs_not_completed: int
+    status_counts: dict[str, int]
+    updates_expected: int
+    updates_lost: int
+    updates_doubled: int
+    foreign_tokens: int
+    node_executions: int
+    node_re_executions: int
+    problems: list[Problem]
+
+
+def _checkpoint_lines(app_module: ModuleType, thread: str, t0_wall: float) -> list[str]:
+    saver = app_module.saver
+    lines = []
+    for checkpoint in reversed(list(saver.list(thread))):
+        writes = saver.get_writes(thread, checkpoint.checkpoint_id)
+        shown = ", ".join(
+            w.task_id if w.task_id.startswith("__") else f"{w.node}#{w.task_id[:6]}" for w in writes
+        )
+        tokens = [t.rsplit(":", 1)[1] for t in checkpoint.values.get("log", [])]
+        lines.append(
+            f"+{checkpoint.created_at.timestamp() - t0_wall:8.3f}s step {checkpoint.step:>2} "
+            f"cp {checkpoint.checkpoint_id[:8]} parent {str(checkpoint.parent_id)[:8]} run "
+            f"{checkpoint.run_id[:8]} source {checkpoint.metadata.get('source')} node "
+            f"{checkpoint.node} next {list(checkpoint.next)} extra {sorted(checkpoint.extra)} "
+            f"log {tokens} writes [{shown}]"
+        )
+    return lines
+
+
+def _timer(services: Services, thread: str) -> str:
+    engine = create_engine(services.pg_url)
+    try:
+        with engine.connect() as conn:
+            row = conn.execute(
+                text(
+                    f'SELECT run_id, kind, due_at FROM "{services.table_prefix}timers" '
+                    "WHERE thread_id = :t"
+                ),
+                {"t": thread},
+            ).first()
+    except Exception as error:
+        return f"? ({_short(error)})"
+    finally:
+        engine.dispose()
+    return "none" if row is None else f"run {row.run_id[:8]} kind {row.kind} due {row.due_at}"
+
+
+def _worker_lines(workers: Sequence[Worker], thread: str, limit: int = 30) -> list[str]:
+    """Worker log lines naming ``thread``, each after the header line of its log record."""
+    lines = []
+    for worker in workers:
+        header = ""
+        with contextlib.suppress(OSError):
+            for line in worker.log_path.read_text(errors="replace").splitlines():
+                is_header = line.startswith("[20")
+                if is_header:
+                    header = line
+                if thread in line:
+                    if not is_header and header:
+                        lines.append(f"[{worker.name}] {header[:300]}")
+                        header = ""
+                    lines.append(f"[{worker.name}]   {line[:300]}")
+    return lines[:limit]
+
+
+def verify(soak: Soak, services: Services, workers: Sequence[Worker], t0_wall: float) -> Verdict:
+    app_module = soak.app_module
+    executions_raw = soak.aux.hgetall(app_module.EXECUTIONS_KEY)
+    executions = {_text(k): int(v) for k, v in executions_raw.items()}
+    started = [r for r in soak.records if r.started_at > 0]
+    lost_total = doubled_total = foreign_total = expected_total = 0
+    problems: list[Problem] = []
+    for record in started:
+        latest = soak._retrying("verify", functools.partial(app_module.saver.get, record.thread_id))
+        log_ = list(latest.values.get("log", [])) if latest is not None else []
+        counts = Counter(log_)
+        expected = [f"{record.thread_id}:{s}" for s in app_module.EXPECTED[record.kind]]
+        expected_total += len(expected)
+        doubled = {t: counts[t] for t in expected if counts[t] > 1}
+        foreign = [t for t in counts if t not in expected]
+        lost = [t for t in expected if counts[t] == 0] if record.status == "completed" else []
+        lost_total += len(lost)
+        doubled_total += sum(n - 1 for n in doubled.values())
+        foreign_total += sum(counts[t] for t in foreign)
+        if record.status != "completed" or lost or doubled or foreign:
+            mine = {k.rsplit(":", 1)[1]: v for k, v in executions.items() if k in expected}
+            problems.append(
+                Problem(
+                    thread_id=record.thread_id,
+                    kind=record.kind,
+                    status=record.status,
+                    lost=[t.rsplit(":", 1)[1] for t in lost],
+                    doubled={t.rsplit(":", 1)[1]: n for t, n in doubled.items()},
+                    foreign=foreign,
+                    log=[t.rsplit(":", 1)[1] for t in log_],
+                    events=list(record.events),
+                    checkpoints=soak._retrying(
+                        "history",
+                        functools.partial(_checkpoint_lines, app_module, record.thread_id, t0_wall),
+                    ),
+                    timer=_timer(services, record.thread_id),
+                    executions=mine,
+                    worker_lines=_worker_lines(workers, record.thread_id),
+                )
+            )
+            problem = problems[-1]
+            if record.status == "running" and problem.timer == "none":
+                problem.hint = (
+                    "orphaned: the run is active (no terminal marker) but has no stall timer, so "
+                    "the reaper never looks at it again"
+                )
+            elif record.status == "stuck":
+                problem.hint = "the driver gave up resuming it (see the resume errors)"
+            elif doubled or foreign:
+                problem.hint = "an update was applied more than once (or to another thread)"
+    node_tokens = {f"{r.thread_id}:{n}" for r in started for n in app_module.NODES}
+    runs_executions = {k: v for k, v in executions.items() if k in node_tokens}
+    status_counts = Counter(r.status for r in soak.records)
+    return Verdict(
+        runs_requested=len(soak.records),
+        runs_started=len(started),
+        runs_completed=status_counts.get("completed", 0),
+        runs_not_completed=len(started) - status_counts.get("completed", 0),
+        status_counts=dict(status_counts),
+        updates_expected=expected_total,
+        updates_lost=lost_total,
+        updates_doubled=doubled_total,
+        foreign_tokens=foreign_total,
+        node_executions=sum(runs_executions.values()),
+        node_re_executions=sum(max(0, v - 1) for v in runs_executions.values()),
+        problems=problems,
+    )
+
+
+def worker_log_summary(workers: Sequence[Worker]) -> dict[str, int]:
+    """How often some telling lines appear in the worker logs."""
+    patterns = {
+        "pool process exited with signal 9": "exited with 'signal 9",
+        "task handler: WorkerLostError": "Task handler raised error: WorkerLostError",
+        "checkpoint store error, task retried": "checkpoint store error",
+        "task dropped: checkpoint gone": "no longer exists",
+        "message rejected": "rejected",
+        "node failed": ") failed: ",
+    }
+    counts: Counter[str] = Counter()
+    for worker in workers:
+        with contextlib.suppress(OSError):
+            for line in worker.log_path.read_text(errors="replace").splitlines():
+                known = False
+                for label, needle in patterns.items():
+                    if needle in line:
+                        counts[label] += 1
+                        known = True
+                if not known and ("ERROR/" in line or "CRITICAL/" in line):
+                    counts["other ERROR/CRITICAL lines"] += 1
+    return dict(counts)
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    environment: dict[str, Any]
+    runs_requested: int
+    time_limited: bool
+    wall_s: float
+    runs_per_s: float
+    verdict: Verdict
+    memory_before: dict[str, dict[str, int]]
+    memory_after: dict[str, dict[str, int]]
+    chaos: dict[str, int]
+    chaos_detail: dict[str, int]
+    chaos_errors: dict[str, int]
+    double_resume: dict[str, int]
+    reaper: dict[str, int]
+    reaper_errors: dict[str, int]
+    client_errors: dict[str, int]
+    worker_log: dict[str, int]
+    logs_dir: str
+    targets: dict[str, bool] = field(default_factory=dict)
+
+
+def _mib(kib: int) -> str:
+    return f"{kib / 1024:.1f}"
+
+
+def render(report: Report) -> str:
+    env, v = report.environment, report.verdict
+    met = report.targets
+    lines = [
+        "langgraph_celery soak: runs through 2 Celery workers under chaos",
+        f"Python {env['python']}, Celery {env['celery']}, kombu {env['kombu']}, redis-py "
+        f"{env['redis_py']}, SQLAlchemy {env['sqlalchemy']}, psycopg {env['psycopg']}; "
+        f"PostgreSQL {env['postgresql']}, Redis {env['redis_server']} (broker db {BROKER_DB}); "
+        f"{env['cpus']} CPUs; source {env['source']}",
+        f"2 workers x prefork -c 2; {env['inflight']} runs in flight; reaper every "
+        f"{REAP_EVERY:g} s, stalled_after {STALLED_AFTER:g} s; chaos every 0.5-1 s; seed "
+        f"{env['seed']}",
+        "",
+        f"{'figure':<44}{'value':>12}{'target':>10}{'met':>6}",
+        "-" * 72,
+    ]
+
+    def row(label: str, value: Any, target: str = "", ok: bool | None = None) -> None:
+        mark = "" if ok is None else ("yes" if ok else "NO")
+        lines.append(f"{label:<44}{value!s:>12}{target:>10}{mark:>6}")
+
+    started = f"{v.runs_started}"
+    if report.time_limited:
+        started += f" of {report.runs_requested}"
+    row("runs started", started)
+    row("runs completed", v.runs_completed, "all", met["completed"])
+    row("updates lost", v.updates_lost, "0", met["lost"])
+    row("updates doubled", v.updates_doubled, "0", met["doubled"])
+    row("foreign tokens (another thread's update)", v.foreign_tokens, "0", met["foreign"])
+    row("updates expected (tokens in final states)", v.updates_expected)
+    row("runs not completed", v.runs_not_completed)
+    if set(v.status_counts) - {"completed"}:
+        row("  by status", ", ".join(f"{k} {n}" for k, n in sorted(v.status_counts.items())))
+    row("node executions (re-executions)", f"{v.node_executions} ({v.node_re_executions})")
+    row("wall time s", f"{report.wall_s:.1f}")
+    row("runs/s", f"{report.runs_per_s:.2f}")
+    lines.append("")
+    lines.append("chaos actions fired:")
+    for kind in CHAOS_KINDS:
+        row(f"  {kind}", report.chaos.get(kind, 0))
+    for label, count in sorted(report.chaos_detail.items()):
+        row(f"    {label}", count)
+    for label, count in sorted(report.double_resume.items()):
+        row(f"    double_resume: {label}", count)
+    for label, count in sorted(report.chaos_errors.items()):
+        lines.append(f"    not fired: {label} x{count}")
+    lines.append("")
+    lines.append("reaper (driver loop) outcomes, thread-passes:")
+    for label, count in sorted(report.reaper.items()):
+        row(f"  {label}", count)
+    for label, count in sorted(report.reaper_errors.items()):
+        lines.append(f"  reap() raised: {label} x{count}")
+    if report.client_errors:
+        lines.append("client (driver) calls that raised, retried:")
+        for label, count in sorted(report.client_errors.items()):
+            row(f"  {label}", count)
+    if report.worker_log:
+        lines.append("worker log lines:")
+        for label, count in sorted(report.worker_log.items()):
+            row(f"  {label}", count)
+    lines.append("")
+    lines.append(
+        f"{'worker RSS MiB':<20}{'main before':>12}{'main after':>11}"
+        f"{'pool before':>12}{'pool after':>11}{'pool procs':>11}"
+    )
+    for name in sorted(report.memory_before):
+        before, after = report.memory_before[name], report.memory_after.get(name, {})
+        lines.append(
+            f"{name:<20}{_mib(before['main_kib']):>12}{_mib(after.get('main_kib', 0)):>11}"
+            f"{_mib(before['pool_kib']):>12}{_mib(after.get('pool_kib', 0)):>11}"
+            f"{after.get('pool_processes', 0):>11}"
+        )
+    lines.append("(pool processes killed by the chaos are replaced by fresh ones)")
+    lines.append(f"logs: {report.logs_dir} (kept if a target is missed, or with --keep-logs)")
+    return "\n".join(lines)
+
+
+def render_problems(problems: Sequence[Problem], limit: int = 12) -> str:
+    if not problems:
+        return "no problem runs"
+    out = [f"{len(problems)} problem run(s); the first {min(limit, len(problems))}:"]
+    for problem in problems[:limit]:
+        out.append("")
+        out.append(
+            f"== thread {problem.thread_id} ({problem.kind}) status {problem.status}; lost "
+            f"{problem.lost} doubled {problem.doubled} foreign {problem.foreign}"
+        )
+        if problem.hint:
+            out.append(f"   diagnosis: {problem.hint}")
+        out.append(f"   final log: {problem.log}")
+        out.append(f"   node executions: {problem.executions}; timer: {problem.timer}")
+        out.append("   driver events:")
+        out.extend(f"     {e}" for e in problem.events)
+        out.append("   checkpoints (oldest first; times from the soak start):")
+        out.extend(f"     {c}" for c in problem.checkpoints)
+        if problem.worker_lines:
+            out.append("   worker log lines naming the thread:")
+            out.extend(f"     {line}" for line in problem.worker_lines)
+    return "\n".join(out)
+
+
+# -- main -----------------------------------------------------------------------------------------
+
+
+def _source_state() -> str:
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "diff", "--quiet", "HEAD", "--", "src"], cwd=ROOT, check=False
+        ).returncode
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    return f"{head}{' + uncommitted changes in src/' if dirty else ''}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--runs", type=int, default=2000, help="runs to start (default 2000)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run of 100 runs")
+    parser.add_argument("--inflight", type=int, default=20, help="runs kept going at once")
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        help="stop starting runs after this many seconds (default: 900, quick: 300)",
+    )
+    parser.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=180.0,
+        help="seconds to wait for the started runs once starting stopped (default 180)",
+    )
+    parser.add_argument("--seed", type=int, default=None, help="random seed")
+    parser.add_argument("--json", type=Path, help="save the figures to this JSON file")
+    parser.add_argument(
+        "--keep-logs", action="store_true", help="keep the logs folder even when all targets met"
+    )
+    args = parser.parse_args(argv)
+    runs = 100 if args.quick else args.runs
+    time_limit = (
+        args.time_limit if args.time_limit is not None else (300.0 if args.quick else 900.0)
+    )
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+
+    services = prepare_services()
+    os.environ.update(services.env())
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    logging.basicConfig(
+        filename=services.tmpdir / "driver.log",
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s %(threadName)s: %(message)s",
+    )
+    print(
+        f"soak: {runs} runs, seed {seed}, tables {services.table_prefix}*, logs in "
+        f"{services.tmpdir}",
+        file=sys.stderr,
+    )
+    workers: list[Worker] = []
+    keep_logs = True
+    soak: Soak | None = None
+    app_module: ModuleType | None = None
+    try:
+        app_module = importlib.import_module("bench.soak_app")
+        app_module.saver.setup()  # tables exist before the workers race for them
+        workers = [Worker(services, "w1"), Worker(services, "w2")]
+        wait_workers(app_module, workers)
+        soak = Soak(services, app_module, workers, runs, args.inflight, seed)
+        client = redis.Redis.from_url(services.broker_url)
+        try:
+            redis_server = str(client.info("server").get("redis_version", "?"))
+        finally:
+            client.close()
+        environment = {
+            "python": platform.python_version(),
+            "celery": _version("celery"),
+            "kombu": _version("kombu"),
+            "redis_py": _version("redis"),
+            "sqlalchemy": _version("SQLAlchemy"),
+            "psycopg": _version("psycopg"),
+            "postgresql": services.pg_version,
+            "redis_server": redis_server,
+            "cpus": os.cpu_count(),
+            "source": _source_state(),
+            "inflight": args.inflight,
+            "seed": seed,
+            "loadavg_before": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        }
+        memory_before = worker_memory(workers)
+        t0_wall = time.time()
+        soak.t0 = time.monotonic()
+        reaper = threading.Thread(target=soak.reaper_loop, name="reaper", daemon=True)
+        chaos = threading.Thread(target=soak.chaos_loop, name="chaos", daemon=True)
+        reaper.start()
+        chaos.start()
+        start = time.monotonic()
+        try:
+            soak.drive(start + time_limit, start + time_limit + args.drain_timeout)
+        finally:
+            soak.stop_chaos.set()
+            chaos.join(timeout=90)
+        wall = time.monotonic() - start
+        # a last look at runs the drain loop left (they may have finished just now)
+        for record in soak.records:
+            if record.live:
+                soak.poll(record)
+        soak.stop_reaper.set()
+        reaper.join(timeout=30)
+        memory_after = worker_memory(workers)
+        environment["loadavg_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        verdict = verify(soak, services, workers, t0_wall)
+        completed = verdict.runs_completed
+        report = Report(
+            environment=environment,
+            runs_requested=runs,
+            time_limited=verdict.runs_started < runs,
+            wall_s=wall,
+            runs_per_s=completed / wall if wall > 0 else 0.0,
+            verdict=verdict,
+            memory_before=memory_before,
+            memory_after=memory_after,
+            chaos=dict(soak.chaos_counts),
+            chaos_detail=dict(soak.chaos_detail),
+            chaos_errors=dict(soak.chaos_errors),
+            double_resume=dict(soak.double_resume_outcomes),
+            reaper=dict(soak.reaper_counts),
+            reaper_errors=dict(soak.reaper_errors),
+            client_errors=dict(soak.client_errors),
+            worker_log=worker_log_summary(workers),
+            logs_dir=str(services.tmpdir),
+            targets={
+                "completed": completed == verdict.runs_started and completed > 0,
+                "lost": verdict.updates_lost == 0,
+                "doubled": verdict.updates_doubled == 0,
+                "foreign": verdict.foreign_tokens == 0,
+            },
+        )
+        print(render(report))
+        print()
+        print(render_problems(verdict.problems))
+        if args.json is not None:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(asdict(report), indent=2) + "\n")
+        ok = all(report.targets.values())
+        keep_logs = args.keep_logs or not ok
+        return 0 if ok else 1
+    finally:
+        if soak is not None:
+            soak.stop_chaos.set()
+            soak.stop_reaper.set()
+            soak.close()
+        for worker in workers:
+            worker.stop()
+        if app_module is not None:
+            app_module.saver.dispose()
+        cleanup_services(services)
+        if not keep_logs:
+            shutil.rmtree(services.tmpdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
