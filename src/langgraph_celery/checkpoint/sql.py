@@ -157,9 +157,8 @@ class SqlSaver(BaseCheckpointSaver):
             query = query.order_by(table.c.seq.desc()).limit(1)
         else:
             query = query.where(table.c.checkpoint_id == checkpoint_id)
-        with self._autocommit() as conn:
-            row = conn.execute(query).first()
-        return None if row is None else self._load(thread_id, row)
+        rows = self._read(query)
+        return self._load(thread_id, rows[0]) if rows else None
 
     def list(self, thread_id: str) -> Sequence[Checkpoint]:
         table = self._tables.checkpoints
@@ -168,8 +167,7 @@ class SqlSaver(BaseCheckpointSaver):
             .where(table.c.thread_id == thread_id)
             .order_by(table.c.seq.desc())
         )
-        with self._autocommit() as conn:
-            rows = conn.execute(query).all()
+        rows = self._read(query)
         return [self._load(thread_id, row) for row in rows]
 
     def set_timer(
@@ -211,16 +209,14 @@ class SqlSaver(BaseCheckpointSaver):
             .order_by(table.c.due_at)
             .limit(limit)
         )
-        with self._autocommit() as conn:
-            rows = conn.execute(query).all()
+        rows = self._read(query)
         return [Timer(r.thread_id, r.run_id, r.graph_id, r.kind, as_utc(r.due_at)) for r in rows]
 
     def thread_of_run(self, run_id: str) -> str | None:
         table = self._tables.checkpoints
         query = select(table.c.thread_id).where(table.c.run_id == run_id).limit(1)
-        with self._autocommit() as conn:
-            row = conn.execute(query).first()
-        return None if row is None else str(row.thread_id)
+        rows = self._read(query)
+        return str(rows[0].thread_id) if rows else None
 
     def release(self, thread_id: str) -> Sequence[Checkpoint]:
         checkpoints, writes = self._tables.checkpoints, self._tables.writes
@@ -323,8 +319,7 @@ class SqlSaver(BaseCheckpointSaver):
             )
             .order_by(writes.c.seq, writes.c.task_id)
         )
-        with self._autocommit() as conn:
-            rows = conn.execute(query).all()
+        rows = self._read(query)
         if not rows:
             return CheckpointView(None)
         checkpoint = self._load(thread_id, rows[0])
@@ -349,8 +344,7 @@ class SqlSaver(BaseCheckpointSaver):
             .where(writes.c.thread_id == thread_id, writes.c.checkpoint_id == checkpoint_id)
             .order_by(writes.c.seq, writes.c.task_id)
         )
-        with self._autocommit() as conn:
-            rows = conn.execute(query).all()
+        rows = self._read(query)
         return [
             PendingWrite(
                 task_id=row.task_id, node=row.node, update=dict(self.serializer.loads(row.body))
@@ -373,6 +367,18 @@ class SqlSaver(BaseCheckpointSaver):
         self.setup()
         with self._serial(), self._autocommit_engine.connect() as conn:
             yield conn
+
+    def _read(self, query: Any) -> Sequence[Row[Any]]:
+        """Run a read; once more on a new connection if the pooled one turned out dead (the
+        server restarted or killed it), since a read is safe to repeat."""
+        try:
+            with self._autocommit() as conn:
+                return conn.execute(query).all()
+        except DBAPIError as error:
+            if not error.connection_invalidated:
+                raise
+        with self._autocommit() as conn:
+            return conn.execute(query).all()
 
     def _checkpoint_columns(self) -> tuple[Any, ...]:
         c = self._tables.checkpoints.c
