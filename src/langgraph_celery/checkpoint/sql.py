@@ -371,14 +371,17 @@ class SqlSaver(BaseCheckpointSaver):
     def _read(self, query: Any) -> Sequence[Row[Any]]:
         """Run a read; once more on a new connection if the pooled one turned out dead (the
         server restarted or killed it), since a read is safe to repeat."""
+        rows: Sequence[Row[Any]]
         try:
             with self._autocommit() as conn:
-                return conn.execute(query).all()
+                rows = conn.execute(query).all()
+            return rows
         except DBAPIError as error:
             if not error.connection_invalidated:
                 raise
         with self._autocommit() as conn:
-            return conn.execute(query).all()
+            rows = conn.execute(query).all()
+        return rows
 
     def _checkpoint_columns(self) -> tuple[Any, ...]:
         c = self._tables.checkpoints.c
