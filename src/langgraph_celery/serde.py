@@ -227,6 +227,11 @@ _LEAF_DECODERS: dict[str, Callable[[dict[str, Any], Any], Any]] = {
 _ENCODER = json.JSONEncoder(
     separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
 )
+#: For text with a lone surrogate (a ``str`` UTF-8 cannot encode, so no database can store it
+#: raw): escaped as ``\udXXX``, which decodes back to the same ``str``.
+_ASCII_ENCODER = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=True, allow_nan=False, check_circular=False
+)
 
 
 def _reject_constant(name: str) -> Any:
@@ -262,7 +267,14 @@ class JsonSerializer:
         return cls
 
     def dumps(self, obj: Any) -> str:
-        return _ENCODER.encode(self.to_jsonable(obj))
+        data = self.to_jsonable(obj)
+        text: str = _ENCODER.encode(data)
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                text = _ASCII_ENCODER.encode(data)
+        return text
 
     def loads(self, data: str) -> Any:
         try:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, PendingTask
-from langgraph_celery.errors import GraphStateError
+from langgraph_celery.errors import GraphError, GraphStateError, NodeError
 from langgraph_celery.graph import _algo
 from langgraph_celery.graph._runner import TaskRunner, _resolve
 from langgraph_celery.graph.builder import GraphSpec
@@ -150,7 +150,14 @@ class Engine:
         decisions = {}
         for source in sources:
             if source in self.spec.conditional:
-                result = await self.runner.run_route(source, values, config)
+                try:
+                    result = await self.runner.run_route(source, values, config)
+                except GraphError:
+                    raise
+                except Exception as error:  # as a failed node: both executors report it alike
+                    raise NodeError(
+                        source, type(error).__name__, f"{error} (in its conditional edge)"
+                    ) from error
                 decisions[source] = _algo.decide_route(self.spec, source, result)
         return decisions
 

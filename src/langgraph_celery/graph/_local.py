@@ -4,7 +4,7 @@ nodes) or in threads (plain nodes), and drives the run through :class:`Engine`."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,23 @@ async def _run_tasks(
     return list(await asyncio.gather(*coroutines, return_exceptions=True))
 
 
+def _keep_writes(
+    engine: Engine, checkpoint: Checkpoint, tasks: Sequence[PendingTask], writes: Mapping[str, Any]
+) -> None:
+    """Store the writes of ``tasks`` as pending writes of ``checkpoint`` (first write wins)."""
+    if engine.saver is None:
+        return
+    for task in tasks:
+        if task.id in writes:
+            engine.saver.put_writes(
+                checkpoint.thread_id,
+                checkpoint.checkpoint_id,
+                task.id,
+                task.node,
+                writes[task.id] or {},
+            )
+
+
 async def _execute_step(
     engine: Engine, checkpoint: Checkpoint, config: RunnableConfig
 ) -> dict[str, Any] | InterruptionMetadata:
@@ -72,16 +89,7 @@ async def _execute_step(
             writes[task.id] = result
     if failure is None:
         return writes
-    if saver is not None:
-        for task in todo:
-            if task.id in writes:
-                saver.put_writes(
-                    checkpoint.thread_id,
-                    checkpoint.checkpoint_id,
-                    task.id,
-                    task.node,
-                    writes[task.id] or {},
-                )
+    _keep_writes(engine, checkpoint, todo, writes)
     task, error = failure
     if isinstance(error, GraphInterrupt):
         return InterruptionMetadata(
@@ -126,7 +134,13 @@ async def run_local(
         if isinstance(executed, InterruptionMetadata):
             outcome.value, outcome.done = executed, True
             return
-        result = await engine.finish(checkpoint, executed, config)
+        try:
+            result = await engine.finish(checkpoint, executed, config)
+        except GraphError:
+            # Every node ran, the step failed as a whole (conflicting writes, a route): keep the
+            # updates, as the Celery workers do, so that a resume merges them again.
+            _keep_writes(engine, checkpoint, checkpoint.tasks, executed)
+            raise
         for output in result.outputs:
             yield output
         checkpoint = result.checkpoint

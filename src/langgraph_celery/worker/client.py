@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from langgraph_celery import errors
 from langgraph_celery.checkpoint.base import Checkpoint, CheckpointView
@@ -46,6 +49,39 @@ _POLL_MIN, _POLL_MAX = 0.0005, 0.02
 _STARTING = "(starting)"
 #: With wake-ups, how long a client waits for one before reading the store anyway.
 _WAKE_FALLBACK = 0.25
+#: A dropped connection to the checkpoint store (killed, failover): the client makes the call
+#: again, up to this many times with a growing pause (about 6 s in all), before giving up.
+_STORE_ERRORS = (OperationalError, InterfaceError)
+_STORE_ATTEMPTS = 9
+
+T = TypeVar("T")
+
+
+def _pauses() -> Iterator[float]:
+    pause = 0.05
+    for _ in range(_STORE_ATTEMPTS - 1):
+        yield pause
+        pause = min(pause * 2, 1.0)
+
+
+def _store(call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)``, a read or an idempotent write of the store, made again if the connection
+    drops (the pool replaces a connection that failed)."""
+    for pause in _pauses():
+        try:
+            return call(*args)
+        except _STORE_ERRORS:
+            time.sleep(pause)
+    return call(*args)
+
+
+async def _astore(call: Callable[[], Awaitable[T]]) -> T:
+    for pause in _pauses():
+        try:
+            return await call()
+        except _STORE_ERRORS:
+            await asyncio.sleep(pause)
+    return await call()
 
 
 @dataclass(frozen=True)
@@ -87,7 +123,8 @@ def status_of(view: CheckpointView) -> RunStatus:
 def read_status(runtime: GraphRuntime, checkpoint: Checkpoint | None) -> RunStatus:
     if checkpoint is None:
         return RunStatus(COMPLETED, None)
-    return status_of(runtime.saver.get_with_writes(checkpoint.thread_id, checkpoint.checkpoint_id))
+    thread_id, checkpoint_id = checkpoint.thread_id, checkpoint.checkpoint_id
+    return status_of(_store(lambda: runtime.saver.get_with_writes(thread_id, checkpoint_id)))
 
 
 def _error_from(marker: dict[str, Any]) -> errors.GraphError:
@@ -118,7 +155,7 @@ class CelerySource:
         runtime = self.runtime
         engine = runtime.engine
         thread_id = engine.require_thread(config)
-        view = runtime.saver.get_with_writes(thread_id)
+        view = _store(lambda: runtime.saver.get_with_writes(thread_id))
         latest, status = view.checkpoint, status_of(view)
         if latest is not None and config.checkpoint_id is None:
             if status.status == RUNNING:
@@ -132,22 +169,87 @@ class CelerySource:
                     f"thread {thread_id!r} has nothing pending to resume (its last run "
                     "completed); start a new run with GraphInput.args(...)"
                 )
-            if not runtime.mark(latest, names.CLAIM, START, {}):
+            if graph_input.value:  # a value that cannot be stored fails before the claim too
+                runtime.saver.serializer.dumps(dict(graph_input.value))
+            if not self._claim(latest):
                 raise GraphStateError(
                     f"thread {thread_id!r} is busy: another process just started or resumed a run"
                 )
         # Watched from before its first checkpoint is stored: a client that dies in between
         # leaves a timer, so the reaper finds the thread (the timer then names the real run).
-        runtime.arm_thread(thread_id, _STARTING)
-        checkpoint, start = await engine.begin(graph_input, config)
+        _store(lambda: runtime.arm_thread(thread_id, _STARTING))
+        checkpoint, start = await self._store_first(graph_input, config, latest)
         run_config = config._for_runtime(graph_id=runtime.graph_id, run_id=checkpoint.run_id)
         invocation = checkpoint.checkpoint_id
-        runtime.arm(checkpoint)
+        _store(lambda: runtime.arm(checkpoint))
         if graph_input.is_resume:
             runtime.executor._send_resume(runtime.envelope(checkpoint, invocation, run_config, 0))
         else:
-            await runtime.advance(checkpoint, invocation, run_config, 0)
+            # marks and timers are idempotent, a task sent twice is applied once
+            await _astore(lambda: runtime.advance(checkpoint, invocation, run_config, 0))
         return checkpoint, start
+
+    def _claim(self, latest: Checkpoint) -> bool:
+        """Claim the transition out of ``latest`` (the first claim wins).  A claim stored by a
+        call whose answer was lost with the connection is recognised as ours by its token."""
+        runtime = self.runtime
+        token = uuid.uuid4().hex
+        if _store(lambda: runtime.mark(latest, names.CLAIM, START, {"token": token})):
+            return True
+        claim = _store(lambda: runtime.writes(latest)).get(names.CLAIM) or {}
+        return bool(claim.get("token") == token)
+
+    async def _store_first(
+        self, graph_input: GraphInput, config: RunnableConfig, latest: Checkpoint | None
+    ) -> tuple[Checkpoint, NodeOutput | None]:
+        """``engine.begin``, made again if the connection dropped before it stored anything
+        (the thread's latest checkpoint is still ``latest``); if it dropped after the run's
+        first checkpoint was stored, that checkpoint is taken up (see :meth:`_take_up`)."""
+        runtime = self.runtime
+        before = latest.checkpoint_id if latest is not None else None
+        for pause in _pauses():
+            try:
+                return await runtime.engine.begin(graph_input, config)
+            except _STORE_ERRORS:
+                now = _store(runtime.saver.get, config.thread_id or "")
+                if (now.checkpoint_id if now is not None else None) == before:
+                    await asyncio.sleep(pause)
+                    continue
+                if now is None or now.parent_id != before:
+                    raise  # not ours to take up: the armed timer lets the reaper see it
+                return self._take_up(now, graph_input, config, latest)
+        return await runtime.engine.begin(graph_input, config)
+
+    def _take_up(
+        self,
+        checkpoint: Checkpoint,
+        graph_input: GraphInput,
+        config: RunnableConfig,
+        latest: Checkpoint | None,
+    ) -> tuple[Checkpoint, NodeOutput | None]:
+        """The run's first checkpoint, stored by ``engine.begin`` before the connection dropped
+        (this client holds the claim on ``latest``, its parent): finish what ``begin`` did after
+        storing it.  A resume copies the parked step's writes (the first write wins, so copying
+        again is harmless; a write never copied only makes its node run again)."""
+        runtime, engine = self.runtime, self.runtime.engine
+        if checkpoint.metadata.get("source") != "input":
+            assert latest is not None
+            for write in _store(runtime.saver.get_writes, latest.thread_id, latest.checkpoint_id):
+                if not write.task_id.startswith("__"):
+                    _store(
+                        runtime.saver.put_writes,
+                        checkpoint.thread_id,
+                        checkpoint.checkpoint_id,
+                        write.task_id,
+                        write.node,
+                        write.update,
+                    )
+            return checkpoint, None
+        run_config = config._for_runtime(graph_id=runtime.graph_id, run_id=checkpoint.run_id)
+        state = engine.state(checkpoint.values)
+        return checkpoint, engine.output(
+            START, checkpoint, run_config, state, graph_input.value or {}
+        )
 
     def astream(
         self, graph_input: GraphInput, config: RunnableConfig, outcome: Outcome
@@ -206,14 +308,15 @@ class CelerySource:
         delay = _POLL_MIN
         try:
             while True:
-                view = runtime.saver.get_with_writes(checkpoint.thread_id)
+                view = _store(lambda: runtime.saver.get_with_writes(checkpoint.thread_id))
                 latest = view.checkpoint
                 if latest is None:
                     raise GraphStateError(
                         f"thread {checkpoint.thread_id!r} was released or deleted"
                     )
                 if latest.checkpoint_id != seen.checkpoint_id:
-                    for step in self._since(latest, seen.checkpoint_id):
+                    since = _store(self._since, latest, seen.checkpoint_id)
+                    for step in since:
                         for output in self._outputs(step, config):
                             yield output
                     seen = latest
@@ -323,7 +426,7 @@ class RunHandle:
         subscription = runtime.executor.notifier.subscribe(self.thread_id)
         try:
             while True:
-                status = read_status(runtime, self._latest_of_run())
+                status = read_status(runtime, _store(self._latest_of_run))
                 if status.terminal:
                     outcome = Outcome()
                     config = RunnableConfig(thread_id=self.thread_id)

@@ -14,6 +14,7 @@ from langgraph_celery.checkpoint.base import PendingTask
 from langgraph_celery.errors import GraphDefinitionError
 from langgraph_celery.worker import names
 from langgraph_celery.worker.envelope import MalformedMessage, TaskEnvelope
+from langgraph_celery.worker.guard import GuardTaskMessages
 from langgraph_celery.worker.notify import Notifier
 from langgraph_celery.worker.runtime import GraphRuntime
 
@@ -62,8 +63,14 @@ def _registry(app: Any) -> dict[str, GraphRuntime]:
     return registry
 
 
-def _envelope_or_reject(task_name: str, message: Mapping[str, Any]) -> TaskEnvelope:
+def _envelope_or_reject(
+    task_name: str, args: tuple[Any, ...], message: Mapping[str, Any]
+) -> TaskEnvelope:
     try:
+        if args:
+            raise MalformedMessage(
+                f"{len(args)} positional argument(s); an envelope comes as keyword arguments"
+            )
         return TaskEnvelope.from_message(message)
     except MalformedMessage as error:
         log.error("rejected malformed message for %s: %s", task_name, error)
@@ -101,6 +108,7 @@ class CeleryExecutor:
         self.interrupt_timeout = interrupt_timeout
         self.notifier = Notifier(app)
         _apply_safe_settings(app)
+        app.steps["consumer"].add(GuardTaskMessages)  # malformed messages never stop a worker
         self._register_common_tasks()
         schedule = dict(app.conf.beat_schedule or {})
         schedule.setdefault(
@@ -190,8 +198,8 @@ class CeleryExecutor:
             return
         app = self.app
 
-        def run_node(task: Any, **message: Any) -> dict[str, Any]:
-            envelope = _envelope_or_reject(name, message)
+        def run_node(task: Any, /, *args: Any, **message: Any) -> dict[str, Any]:
+            envelope = _envelope_or_reject(name, args, message)
             runtime = _registry(app).get(envelope.graph_id)
             if runtime is None or envelope.graph_id != graph_id or envelope.node != node:
                 log.error(
@@ -226,13 +234,18 @@ class CeleryExecutor:
         if names.RESUME_TASK in app.tasks:
             return
 
-        def resume(task: Any, **message: Any) -> dict[str, Any]:
-            envelope = _envelope_or_reject(names.RESUME_TASK, message)
+        def resume(task: Any, /, *args: Any, **message: Any) -> dict[str, Any]:
+            envelope = _envelope_or_reject(names.RESUME_TASK, args, message)
             runtime = _registry(app).get(envelope.graph_id)
             if runtime is None:
                 log.error("rejected resume: unknown graph %r", envelope.graph_id)
                 raise Reject(f"unknown graph {envelope.graph_id!r}", requeue=False)
-            return runtime.resume(envelope)
+            try:
+                return runtime.resume(envelope)
+            except (OperationalError, InterfaceError) as error:
+                # as for a node: sending the resumed step again is applied once
+                log.warning("checkpoint store error in %s, retrying: %s", names.RESUME_TASK, error)
+                raise task.retry(countdown=0.5, exc=error, max_retries=_STORE_RETRIES) from error
 
         app.task(name=names.RESUME_TASK, bind=True, acks_late=True, shared=False)(resume)
 

@@ -1,0 +1,174 @@
+"""The broker restarts empty (or is flushed) while runs are in flight.
+
+The broker (and result backend) is a private ``redis-server`` on a free port, without
+persistence; the test crashes it (SIGKILL) while runs are mid-flight and starts it again on the
+same port, or ``FLUSHDB``s its database: every queued and unacknowledged message is gone.  The
+checkpoint store is the source of truth: the reaper (run here in the test process, as the beat
+job would) finds the runs whose pending step has no live task after ``stalled_after`` (2 s) and
+sends their tasks again.  Every run completes, each node's update applied once.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from chaos_support import ChaosStack, ReaperThread, StackFactory, assert_exact, describe, started
+
+from celery_support import free_port, wait_until
+from langgraph_celery import RunnableConfig
+from services import require
+
+pytestmark = pytest.mark.timeout(150)
+
+ROUNDS = 3
+FLUSH_ROUNDS = 2
+RUNS_PER_ROUND = 8
+SLEEP = 0.15
+EXPECTED = {"chain": ["a", "b", "c"], "fan": ["a", "b", "c", "d"]}
+
+
+class RedisServer:
+    """A ``redis-server`` of our own, with no persistence: a restart starts it empty."""
+
+    def __init__(self, directory: Path) -> None:
+        self.port = free_port()
+        self.directory = directory
+        self.process: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        argv = [
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.directory),
+        ]
+        log = open(self.directory / "redis.log", "ab")  # noqa: SIM115 - the child keeps it
+        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        wait_until(self._ping, 10, 0.02, f"redis-server on port {self.port}")
+
+    def _ping(self) -> bool:
+        import redis
+
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
+        try:
+            return bool(client.ping())
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
+
+    def crash(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def restart(self) -> None:
+        self.crash()
+        self.start()
+        self.restarts += 1
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    require("redis-server", shutil.which("redis-server") is not None, "not on PATH")
+    server = RedisServer(tmp_path_factory.mktemp("broker"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.crash()
+
+
+@pytest.fixture(scope="module")
+def stack(make_stack: StackFactory, server: RedisServer) -> ChaosStack:
+    return make_stack(broker_url=f"{server.url}/9")
+
+
+@pytest.fixture
+def reaper(stack: ChaosStack) -> Iterator[ReaperThread]:
+    thread = ReaperThread(stack.executor).start()
+    try:
+        yield thread
+    finally:
+        thread.stop()
+
+
+def _rounds(
+    stack: ChaosStack, reaper: ReaperThread, lose_messages: Callable[[], None], rounds: int
+) -> None:
+    """``rounds`` times: start runs, ``lose_messages()`` once they are mid-flight, then check
+    every run completes with its exact state, some of them thanks to the reaper."""
+    runs = []
+    for round_ in range(rounds):
+        handles = []
+        for index in range(RUNS_PER_ROUND):
+            graph_id = ("chain", "fan")[index % 2]
+            thread = f"broker-{round_}-{index}-{uuid.uuid4().hex[:8]}"
+            sleeps = {node: SLEEP for node in EXPECTED[graph_id]}
+            handle = stack.graph(graph_id).start(
+                {"sleep": sleeps}, RunnableConfig(thread_id=thread)
+            )
+            handles.append((graph_id, thread, handle))
+        # mid-flight: some nodes ran, most messages are still queued or unacknowledged
+        wait_until(
+            lambda h=handles: sum(len(started(stack.side, t)) for _, t, _ in h) >= 3,
+            60,  # a worker reconnecting to a restarted broker backs off for a while
+            0.01,
+            "the first nodes to start",
+        )
+        lose_messages()
+        for graph_id, thread, handle in handles:
+            try:
+                result = handle.wait(timeout=45)
+            except TimeoutError:
+                pytest.fail(f"run {thread} lost with the broker\n{describe(stack, thread)}")
+            assert result.as_state_data()["log"] == EXPECTED[graph_id]
+            assert_exact(stack.saver, thread, EXPECTED[graph_id])
+        runs.extend(handles)
+    redispatched = reaper.threads("redispatched")
+    assert redispatched, "no message was lost: nothing for the reaper to do"
+    assert all(worker.alive() for worker in stack.workers)
+    print(
+        f"{len(redispatched)}/{len(runs)} runs re-dispatched by the reaper, "
+        f"{len(reaper.threads('finished'))} steps finished by it, "
+        f"{reaper.failures} reaper passes failed"
+    )
+
+
+def test_broker_restarted_empty_mid_run(
+    stack: ChaosStack, server: RedisServer, reaper: ReaperThread
+) -> None:
+    """The broker process dies (SIGKILL) and comes back empty: connections drop and reconnect."""
+    _rounds(stack, reaper, server.restart, ROUNDS)
+
+
+def test_broker_flushed_mid_run(
+    stack: ChaosStack, server: RedisServer, reaper: ReaperThread
+) -> None:
+    """``FLUSHDB`` on the broker's database: the messages vanish, the connections stay up."""
+    import redis
+
+    client = redis.Redis.from_url(stack.settings["CHAOS_BROKER_URL"])
+    try:
+        _rounds(stack, reaper, client.flushdb, FLUSH_ROUNDS)
+    finally:
+        client.close()
