@@ -457,6 +457,13 @@ def test_an_expired_deadline_resumes_the_run_with_a_timeout_marker(
     assert interruption.metadata["timeout"] == 1
     expires_at = datetime.fromisoformat(interruption.metadata["expires_at"])
     assert before + timedelta(seconds=1) <= expires_at <= after + timedelta(seconds=1)
+    # the deadline is armed right after the park marker the client saw
+    wait_until(
+        lambda: [t.kind for t in timers_of(saver, thread)] == [names.DEADLINE_TIMER],
+        10,
+        0.02,
+        "the deadline timer",
+    )
     [timer] = timers_of(saver, thread)
     assert (timer.kind, timer.due_at) == (names.DEADLINE_TIMER, expires_at)
 
@@ -486,7 +493,12 @@ def test_a_run_resumed_before_its_deadline_is_left_alone(stack: BeatStack, threa
     saver, graph = stack.saver, stack.graph("gate")
     result = graph.start({"thread": thread, "timeout": 2}, cfg(thread)).wait(timeout=20)
     expires_at = datetime.fromisoformat(result.as_interruption_metadata().metadata["expires_at"])
-    assert [t.kind for t in timers_of(saver, thread)] == [names.DEADLINE_TIMER]
+    wait_until(
+        lambda: [t.kind for t in timers_of(saver, thread)] == [names.DEADLINE_TIMER],
+        10,
+        0.02,
+        "the deadline timer",
+    )
 
     state = graph.invoke(GraphInput.resume({"approved": True}), cfg(thread))
     assert state.data["log"] == ["a", "approved", "b"]
