@@ -1,0 +1,135 @@
+"""Run handles: a run started with ``CompiledGraph.start``, watched and controlled from any
+process through the checkpoint store."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from langgraph_celery.checkpoint.base import Checkpoint
+from langgraph_celery.errors import GraphStateError
+from langgraph_celery.graph._local import Outcome
+from langgraph_celery.graph.config import RunnableConfig
+from langgraph_celery.graph.types import END, GraphResult, NodeOutput
+from langgraph_celery.worker import names
+from langgraph_celery.worker.client import (
+    _POLL_MAX,
+    _POLL_MIN,
+    _WAKE_FALLBACK,
+    CelerySource,
+    _store,
+    read_status,
+)
+
+if TYPE_CHECKING:
+    from langgraph_celery.graph.compiled import CompiledGraph
+
+__all__ = ["RunHandle"]
+
+
+class RunHandle:
+    """A run started with ``CompiledGraph.start``; rebuild it anywhere with
+    ``RunHandle.from_run_id(graph, run_id)`` or ``RunHandle(run_id, thread_id, graph)``."""
+
+    def __init__(self, run_id: str, thread_id: str, graph: CompiledGraph) -> None:
+        self.run_id = run_id
+        self.thread_id = thread_id
+        self.graph = graph
+
+    def __repr__(self) -> str:
+        return f"RunHandle(run_id={self.run_id!r}, thread_id={self.thread_id!r})"
+
+    @classmethod
+    def from_run_id(cls, graph: CompiledGraph, run_id: str) -> RunHandle:
+        saver = graph._saver()
+        thread_id = saver.thread_of_run(run_id)
+        if thread_id is None:
+            raise GraphStateError(f"no run {run_id!r} in {type(saver).__name__}")
+        return cls(run_id, thread_id, graph)
+
+    def _source(self) -> CelerySource:
+        source = self.graph._source
+        if not isinstance(source, CelerySource):
+            raise GraphStateError("run handles need a graph compiled with a CeleryExecutor")
+        return source
+
+    def _latest_of_run(self) -> Checkpoint | None:
+        saver = self.graph._saver()
+        latest = saver.get(self.thread_id)
+        if latest is not None and latest.run_id != self.run_id:
+            for checkpoint in saver.list(self.thread_id):
+                if checkpoint.run_id == self.run_id:
+                    return checkpoint
+        return latest
+
+    def status(self) -> str:
+        """``running``, ``interrupted``, ``completed``, ``failed`` or ``cancelled``."""
+        return read_status(self._source().runtime, self._latest_of_run()).status
+
+    def _first_checkpoint(self) -> Checkpoint:
+        saver = self.graph._saver()
+        mine = [c for c in saver.list(self.thread_id) if c.run_id == self.run_id]
+        if not mine:
+            raise GraphStateError(
+                f"thread {self.thread_id!r} has no checkpoint of run {self.run_id}"
+            )
+        return mine[-1]
+
+    def stream(self, config: RunnableConfig | None = None) -> Iterator[NodeOutput]:
+        """The run's outputs from its first step on, then live until it stops."""
+        from langgraph_celery.graph.compiled import GraphStream
+
+        config = (config or RunnableConfig()).with_changes(thread_id=self.thread_id)
+        outcome = Outcome()
+        return GraphStream(
+            self._source().follow(self._first_checkpoint(), config, outcome), outcome
+        )
+
+    def wait(self, timeout: float | None = None) -> GraphResult:
+        """Block until the run stops (completed, interrupted or failed); its result."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = _POLL_MIN
+        runtime = self._source().runtime
+        subscription = runtime.executor.notifier.subscribe(self.thread_id)
+        try:
+            while True:
+                status = read_status(runtime, _store(self._latest_of_run))
+                if status.terminal:
+                    outcome = Outcome()
+                    config = RunnableConfig(thread_id=self.thread_id)
+                    self._source()._settle(status, config, outcome)
+                    return GraphResult.of(outcome.value)
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"run {self.run_id} still running after {timeout} s")
+                if subscription is not None:
+                    subscription.wait(min(_WAKE_FALLBACK, left or _WAKE_FALLBACK))
+                else:
+                    time.sleep(min(delay, left or delay))
+                    delay = min(delay * 2, _POLL_MAX)
+        finally:
+            if subscription is not None:
+                subscription.close()
+
+    def cancel(self) -> bool:
+        """Stop the run at its current step; True if this call cancelled it.
+
+        Nodes already running finish, but no further step is dispatched: the next node task
+        sees the mark on its parent checkpoint and stops.
+        """
+        runtime = self._source().runtime
+        status = read_status(runtime, self._latest_of_run())
+        if status.terminal or status.checkpoint is None:
+            return False
+        marked = status.checkpoint
+        cancelled = runtime.mark(marked, names.CANCEL, END, {})
+        # A step that was finishing may have stored the next checkpoint meanwhile: mark it too.
+        for _ in range(3):
+            newest = self._latest_of_run()
+            if newest is None or newest.checkpoint_id == marked.checkpoint_id:
+                break
+            runtime.mark(newest, names.CANCEL, END, {})
+            marked = newest
+        runtime.saver.clear_timer(marked.thread_id, marked.run_id)
+        return cancelled
