@@ -143,12 +143,13 @@ def _apply_environment(args: argparse.Namespace) -> None:
 
 
 def _environment_flags(args: argparse.Namespace) -> list[str]:
-    """The environment options given, as flags to repeat in a suggested command."""
+    """The environment options given, as flags to repeat in a suggested command (with the
+    passwords in their URLs masked: what is printed ends up in terminals and logs)."""
     flags: list[str] = []
     for option in ENV_VARIABLES:
         value = getattr(args, option, None)
         if value:
-            flags += [f"--{option.replace('_', '-')}", value]
+            flags += [f"--{option.replace('_', '-')}", masked(value)]
     return flags
 
 

@@ -102,8 +102,8 @@ def status_of(view: CheckpointView) -> RunStatus:
         return RunStatus(COMPLETED, None)
     for marker, status in (
         (names.CANCEL, CANCELLED),
+        (names.INTERRUPT, INTERRUPTED),  # over a sibling's failure, as in process
         (names.ERROR, FAILED),
-        (names.INTERRUPT, INTERRUPTED),
     ):
         if marker in view.writes:
             return RunStatus(status, checkpoint, dict(view.writes[marker].update))

@@ -3,11 +3,12 @@
 Celery's consumer turns a received message into a request in the worker's main process and
 catches only invalid-content errors there: a JSON message whose body is not ``[args, kwargs,
 embed]``, or whose headers lack an ``id`` or carry a malformed ``timelimit``, raises out of the
-consumer and stops the worker ("Unrecoverable error").  The message is then redelivered to the
-next worker, which stops too.  (Keyword arguments named ``self`` only make the task call fail,
-with a traceback.)  :class:`GuardTaskMessages` wraps every task's strategy with
-:func:`check_task_message`, so such a message is rejected and logged like any invalid task
-message ("Received invalid task message: ..."), and the worker keeps serving.
+consumer and stops the worker ("Unrecoverable error"), and so does a message naming an unknown
+task without a usable ``id``.  The message is then redelivered to the next worker, which stops
+too.  (Keyword arguments named ``self`` only make the task call fail, with a traceback.)
+:class:`GuardTaskMessages` wraps every task's strategy with :func:`check_task_message`, so
+such a message is rejected and logged like any invalid task message ("Received invalid task
+message: ..."), and the worker keeps serving.
 ``CeleryExecutor(app)`` adds it to the app's consumer steps.
 """
 
@@ -75,8 +76,26 @@ def _guarded(strategy: Callable[..., Any]) -> Callable[..., Any]:
     return guarded
 
 
+def _guarded_unknown_task(consumer: Any, on_unknown_task: Callable[..., Any]) -> Any:
+    """Celery stores a failure result for a message naming an unknown task, under the
+    message's id: with no usable id that raises out of the consumer.  Such a message is
+    dropped as an unknown message instead (logged, rejected)."""
+
+    def guarded(body: Any, message: Any, exc: Any) -> Any:
+        headers = message.headers if isinstance(message.headers, dict) else {}
+        fields = headers if "task" in headers else body
+        task_id = fields.get("id") if isinstance(fields, dict) else None
+        if not isinstance(task_id, str) or not task_id:
+            return consumer.on_unknown_message(body, message)
+        return on_unknown_task(body, message, exc)
+
+    return guarded
+
+
 class GuardTaskMessages(bootsteps.StartStopStep):  # type: ignore[misc]
-    """Wraps the strategy of every task the consumer knows with :func:`check_task_message`."""
+    """Wraps the strategy of every task the consumer knows with :func:`check_task_message`,
+    and its handling of messages for unknown tasks (before its event loop builds the message
+    handler from them)."""
 
     requires = ("celery.worker.consumer.tasks:Tasks",)
 
@@ -86,3 +105,5 @@ class GuardTaskMessages(bootsteps.StartStopStep):  # type: ignore[misc]
                 guarded = _guarded(strategy)
                 guarded.__wrapped_strategy__ = strategy  # type: ignore[attr-defined]
                 consumer.strategies[name] = guarded
+        if "on_unknown_task" not in vars(consumer):
+            consumer.on_unknown_task = _guarded_unknown_task(consumer, consumer.on_unknown_task)

@@ -20,7 +20,7 @@ from langgraph_celery.checkpoint.base import (
     CheckpointView,
     PendingTask,
 )
-from langgraph_celery.errors import CheckpointConflictError, GraphError
+from langgraph_celery.errors import CheckpointConflictError, GraphError, NodeError
 from langgraph_celery.graph._engine import Engine
 from langgraph_celery.graph._sync import run_sync
 from langgraph_celery.graph.config import RunnableConfig
@@ -158,11 +158,14 @@ class GraphRuntime:
 
     def mark_error(self, checkpoint: Checkpoint, node: str, error: BaseException) -> None:
         """Stop the run at ``checkpoint`` as failed (its stall timer is left to the reaper)."""
+        error_type, message = type(error).__name__, str(error)
+        if isinstance(error, NodeError):  # (a route that failed) the client rebuilds the NodeError
+            node, error_type, message = error.node_id, error.error_type, error.error_message
         self.mark(
             checkpoint,
             names.ERROR,
             node,
-            {"node_id": node, "error_type": type(error).__name__, "message": str(error)},
+            {"node_id": node, "error_type": error_type, "message": message},
         )
 
     def arm(self, checkpoint: Checkpoint) -> None:
@@ -249,8 +252,11 @@ class GraphRuntime:
         if view.step_committed:
             return {"status": "duplicate", "node": task.node}  # a redelivery of a done step
         writes = {task_id: write.update for task_id, write in view.writes.items()}
-        if names.CANCEL in writes or names.ERROR in writes or names.INTERRUPT in writes:
+        stopped = names.ERROR in writes or names.INTERRUPT in writes
+        if names.CANCEL in writes or (stopped and len(checkpoint.tasks) == 1):
             return {"status": "stopped", "node": task.node}
+        # A sibling failed or was interrupted: this node still runs and records its update, as
+        # every node of a step does in process, so that a resume finds the same writes.
         config = self.config_for(envelope)
         if task.id not in writes:
             try:
@@ -284,8 +290,8 @@ class GraphRuntime:
                     checkpoint.thread_id, checkpoint.checkpoint_id, task.id, task.node, update or {}
                 )
                 writes = self.writes(checkpoint)
-        if not all(t.id in writes for t in checkpoint.tasks):
-            return {"status": "written", "node": task.node}
+        if stopped or not all(t.id in writes for t in checkpoint.tasks):
+            return {"status": "stopped" if stopped else "written", "node": task.node}
         return self.finish_step(checkpoint, writes, envelope, config)
 
     def finish_step(
