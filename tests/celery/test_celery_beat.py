@@ -520,6 +520,13 @@ def test_a_deadline_racing_a_human_resume_leaves_the_resumed_run_watched(
 
     saver, graph = stack.saver, stack.graph("gate")
     result = graph.start({"thread": thread, "timeout": 1, "sleep_b": 1.5}, cfg(thread)).wait(20)
+    # the deadline is armed right after the park marker the client saw
+    wait_until(
+        lambda: [t.kind for t in timers_of(saver, thread)] == [names.DEADLINE_TIMER],
+        10,
+        0.02,
+        "the deadline timer",
+    )
     expires_at = datetime.fromisoformat(result.as_interruption_metadata().metadata["expires_at"])
     real_read_status = reaper_module.read_status
     resumed: list[RunHandle] = []
