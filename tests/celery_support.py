@@ -153,13 +153,39 @@ def start_worker(
     events: bool = False,
 ) -> ServiceProcess:
     """``celery -A lgc_app worker`` on ``queues``; returns once the worker logs ``ready``."""
-    node = f"{worker_name}-{uuid.uuid4().hex[:8]}@%h"
+    env = subprocess_env(settings, {"WORKER_NAME": worker_name})
+    return launch_worker(
+        APP_MODULE,
+        queues,
+        f"{worker_name}-{uuid.uuid4().hex[:8]}",
+        env,
+        log_dir / f"worker-{worker_name}.log",
+        concurrency,
+        events=events,
+        label=worker_name,
+    )
+
+
+def launch_worker(
+    app_module: str,
+    queues: Iterable[str],
+    node_name: str,
+    env: Mapping[str, str],
+    log_path: Path,
+    concurrency: int = 2,
+    *,
+    events: bool = False,
+    label: str | None = None,
+    ready_timeout: float = READY_TIMEOUT,
+) -> ServiceProcess:
+    """``celery -A app_module worker`` (prefork) on ``queues``, once it logs ``ready``; the one
+    way every test suite starts a worker process."""
     argv = [
         sys.executable,
         "-m",
         "celery",
         "-A",
-        APP_MODULE,
+        app_module,
         "worker",
         "-P",
         "prefork",
@@ -172,14 +198,13 @@ def start_worker(
         "--without-gossip",
         "--without-mingle",
         "-n",
-        node,
+        f"{node_name}@%h",
     ]
     # Flower needs the worker's events (and its heartbeats to show it online).
     argv += ["-E"] if events else ["--without-heartbeat"]
-    env = subprocess_env(settings, {"WORKER_NAME": worker_name})
-    worker = ServiceProcess(worker_name, argv, env, log_dir / f"worker-{worker_name}.log")
+    worker = ServiceProcess(label or node_name, argv, dict(env), log_path)
     try:
-        worker.wait_for_log(" ready.")
+        worker.wait_for_log(" ready.", ready_timeout)
     except BaseException:
         worker.stop()
         raise

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from celery_support import ServiceProcess, subprocess_env
+from celery_support import ServiceProcess, launch_worker, subprocess_env
 from langgraph_celery.beat.reaper import ReapReport, reap
 from langgraph_celery.checkpoint.base import Checkpoint
 from langgraph_celery.worker import names
@@ -44,36 +44,17 @@ def start_worker(
     settings: Mapping[str, str], log_dir: Path, name: str, concurrency: int = 2
 ) -> ServiceProcess:
     """``celery -A chaos_app worker`` (prefork) on the chaos queue, once it logs ``ready``."""
-    argv = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        APP_MODULE,
-        "worker",
-        "-P",
-        "prefork",
-        "-c",
-        str(concurrency),
-        "-l",
-        "info",
-        "-Q",
-        settings["CHAOS_QUEUE"],
-        "--without-gossip",
-        "--without-mingle",
-        "--without-heartbeat",
-        "-n",
-        f"{name}-{uuid.uuid4().hex[:6]}@%h",
-    ]
-    env = chaos_env(settings, {"WORKER_NAME": name})
     stamp = uuid.uuid4().hex[:6]
-    worker = ServiceProcess(name, argv, env, log_dir / f"worker-{name}-{stamp}.log")
-    try:
-        worker.wait_for_log(" ready.", READY_TIMEOUT)
-    except BaseException:
-        worker.stop()
-        raise
-    return worker
+    return launch_worker(
+        APP_MODULE,
+        [settings["CHAOS_QUEUE"]],
+        f"{name}-{uuid.uuid4().hex[:6]}",
+        chaos_env(settings, {"WORKER_NAME": name}),
+        log_dir / f"worker-{name}-{stamp}.log",
+        concurrency,
+        label=name,
+        ready_timeout=READY_TIMEOUT,
+    )
 
 
 @dataclass

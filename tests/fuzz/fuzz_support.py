@@ -19,7 +19,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
 
-from celery_support import ServiceProcess, wait_until
+from celery_support import ServiceProcess, launch_worker, wait_until
 
 __all__ = [
     "APPS_DIR",
@@ -86,34 +86,15 @@ def start_fuzz_worker(
     app_settings: Mapping[str, str], log_dir: Path, name: str, concurrency: int = 4
 ) -> ServiceProcess:
     """``celery -A fuzz_app worker`` on the app's default queue; returns once it is ready."""
-    argv = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
+    return launch_worker(
         APP_MODULE,
-        "worker",
-        "-P",
-        "prefork",
-        "-c",
-        str(concurrency),
-        "-l",
-        "info",
-        "-Q",
-        app_settings["FUZZ_QUEUE"],
-        "--without-gossip",
-        "--without-mingle",
-        "--without-heartbeat",
-        "-n",
-        f"{name}-{uuid.uuid4().hex[:8]}@%h",
-    ]
-    worker = ServiceProcess(name, argv, fuzz_env(app_settings), log_dir / f"worker-{name}.log")
-    try:
-        worker.wait_for_log(" ready.")
-    except BaseException:
-        worker.stop()
-        raise
-    return worker
+        [app_settings["FUZZ_QUEUE"]],
+        f"{name}-{uuid.uuid4().hex[:8]}",
+        fuzz_env(app_settings),
+        log_dir / f"worker-{name}.log",
+        concurrency,
+        label=name,
+    )
 
 
 _RECORD = re.compile(r"^\[[^\]]*: (DEBUG|INFO|WARNING|ERROR|CRITICAL)/[^\]]*\] ", re.M)
