@@ -41,6 +41,7 @@ def ckpt(
     values: dict[str, Any] | None = None,
     **fields: Any,
 ) -> Checkpoint:
+    fields.setdefault("parent_id", "ck-parent")  # (a thread has one checkpoint without a parent)
     return Checkpoint(
         thread_id=thread,
         checkpoint_id=checkpoint_id or f"ck-{uuid.uuid4().hex}",
@@ -210,6 +211,45 @@ def test_different_runs_may_store_the_same_step(saver: BaseCheckpointSaver) -> N
     saver.put(a)
     saver.put(b)
     assert list(saver.list(THREAD)) == [b, a]
+
+
+def test_one_checkpoint_without_a_parent_per_thread(saver: BaseCheckpointSaver) -> None:
+    first = ckpt(-1, run="run-a", parent_id=None)
+    saver.put(first)
+    with pytest.raises(CheckpointConflictError, match="another run started on this new thread"):
+        saver.put(ckpt(-1, run="run-b", parent_id=None))
+    assert list(saver.list(THREAD)) == [first]
+    saver.put(ckpt(-1, run="run-c", parent_id=None, thread="other-thread"))
+    saver.release(THREAD)
+    saver.put(ckpt(-1, run="run-d", parent_id=None))  # a released thread starts anew
+
+
+def test_threads_racing_to_store_a_first_checkpoint_store_one(saver: BaseCheckpointSaver) -> None:
+    racers = 8
+    for round_ in range(3):
+        thread = f"new-thread-{round_}"
+        candidates = [
+            ckpt(-1, run=f"run-{i}", parent_id=None, thread=thread) for i in range(racers)
+        ]
+
+        def put(index: int, candidates: list[Checkpoint] = candidates) -> Checkpoint:
+            return saver.put(candidates[index])
+
+        outcomes = _race(racers, put)
+        assert sum(isinstance(o, Checkpoint) for o in outcomes) == 1, outcomes
+        assert sum(isinstance(o, CheckpointConflictError) for o in outcomes) == racers - 1
+        assert len(saver.list(thread)) == 1
+
+
+def test_delete_write_compares_the_node(saver: BaseCheckpointSaver) -> None:
+    saver.put(ckpt(0, checkpoint_id="ck-1"))
+    assert saver.put_writes(THREAD, "ck-1", "__claim__", "token-a", {"token": "token-a"})
+    assert saver.delete_write(THREAD, "ck-1", "__claim__", "token-b") is False
+    assert [w.node for w in saver.get_writes(THREAD, "ck-1")] == ["token-a"]
+    assert saver.delete_write(THREAD, "ck-1", "__claim__", "token-a") is True
+    assert saver.get_writes(THREAD, "ck-1") == []
+    assert saver.delete_write(THREAD, "ck-1", "__claim__", "token-a") is False
+    assert saver.put_writes(THREAD, "ck-1", "__claim__", "token-b", {})  # claimable again
 
 
 def test_threads_are_isolated(saver: BaseCheckpointSaver) -> None:

@@ -212,10 +212,11 @@ def wait_started(side: Any, thread: str, node: str, timeout: float = 20.0) -> in
 def race_client(
     settings: Mapping[str, str], name: str, inbox: Any, outbox: Any, barrier: Any
 ) -> None:
-    """A process that resumes the threads it is given, in step with its rival (``barrier``):
-    for each thread id from ``inbox`` it puts ``(name, thread, outcome, detail)`` in ``outbox``,
-    ``outcome`` being ``won`` (detail: the final log), ``GraphStateError`` (detail: the message)
-    or ``error`` (anything else, repr)."""
+    """A process that resumes (or starts) the threads it is given, in step with its rival
+    (``barrier``): for each ``(action, thread)`` from ``inbox``, ``action`` being ``"resume"`` or
+    ``"start"``, it puts ``(name, thread, outcome, detail)`` in ``outbox``, ``outcome`` being
+    ``won`` (detail: the log where the run ended), ``GraphStateError`` (detail: the message) or
+    ``error`` (anything else, repr)."""
     import chaos_app
 
     from langgraph_celery import GraphInput, GraphStateError, RunnableConfig
@@ -226,13 +227,18 @@ def race_client(
     outbox.put((name, None, "ready", None))
     try:
         while True:
-            thread = inbox.get()
-            if thread is None:
+            item = inbox.get()
+            if item is None:
                 return
+            action, thread = item
             barrier.wait(30)
-            resume = GraphInput.resume({"log": [f"resumed-by-{name}"]})
+            if action == "resume":
+                call: Any = GraphInput.resume({"log": [f"resumed-by-{name}"]})
+            else:
+                # (node a takes a while: a rival that comes late finds the run still running)
+                call = {"log": [f"started-by-{name}"], "sleep": {"a": 0.3}}
             try:
-                state = graph.invoke(resume, RunnableConfig(thread_id=thread))
+                state = graph.invoke(call, RunnableConfig(thread_id=thread))
                 outbox.put((name, thread, "won", list(state.value("log"))))
             except GraphStateError as error:
                 outbox.put((name, thread, "GraphStateError", str(error)))

@@ -22,6 +22,7 @@ import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -36,6 +37,7 @@ from langgraph_celery import (
     CompiledGraph,
     GraphError,
     GraphInput,
+    GraphStateError,
     NodeError,
     RunnableConfig,
     StreamMode,
@@ -238,12 +240,6 @@ def test_static_interrupts_do_not_change_where_a_run_ends(seed: int, case: Case)
     assert ends[1] == ends[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open bug: on Celery the client claims the thread's latest checkpoint before "
-    "engine.begin evaluates the conditional entry point; when that raises, the claim is never "
-    "released and every later call on the thread is refused as busy",
-)
 def test_a_failing_entry_point_leaves_the_thread_usable_on_celery(fuzz_stack: FuzzStack) -> None:
     """In process, a run whose conditional entry point raises leaves the thread as it was; the
     same calls on the worker must too."""
@@ -257,3 +253,31 @@ def test_a_failing_entry_point_leaves_the_thread_usable_on_celery(fuzz_stack: Fu
         with pytest.raises(NodeError, match="the entry point fails"):
             graph.invoke({"fail": True}, config)
         assert graph.invoke({"fail": False}, config).data["log"] == ["a", "a"]
+
+
+def test_a_claim_left_by_a_dead_client_is_taken_over_once_stale(fuzz_stack: FuzzStack) -> None:
+    """A client that died between claiming a thread's latest checkpoint and storing its run
+    leaves a claim: refused as busy while it is younger than ``stalled_after``, taken over
+    after that."""
+    graph = fuzz_stack.graph("fixed-entry")
+    saver = fuzz_stack.saver
+    stalled_after = fuzz_stack.bundle.executor.stalled_after
+    thread = f"claim-{uuid.uuid4().hex[:8]}"
+    config = RunnableConfig(thread_id=thread)
+    assert graph.invoke({"thread": thread}, config).data["log"] == ["a"]
+    latest = saver.get(thread)
+    claimed_at = datetime.now(UTC)
+    saver.put_writes(
+        thread, latest.checkpoint_id, "__claim__", "dead", {"claimed_at": claimed_at.isoformat()}
+    )
+    with pytest.raises(GraphStateError, match="busy: another process just started"):
+        graph.invoke({"fail": False}, config)
+    assert saver.get(thread) == latest
+    saver.delete_write(thread, latest.checkpoint_id, "__claim__", "dead")
+    old = claimed_at - timedelta(seconds=stalled_after + 1)
+    saver.put_writes(
+        thread, latest.checkpoint_id, "__claim__", "dead", {"claimed_at": old.isoformat()}
+    )
+    assert graph.invoke({"fail": False}, config).data["log"] == ["a", "a"]
+    claims = [w for w in saver.get_writes(thread, latest.checkpoint_id) if w.task_id == "__claim__"]
+    assert [w.node for w in claims] != ["dead"]  # the dead client's claim was replaced

@@ -29,6 +29,7 @@ __all__ = [
     "PendingTask",
     "PendingWrite",
     "Timer",
+    "root_conflict_message",
 ]
 
 
@@ -182,8 +183,9 @@ class BaseCheckpointSaver(abc.ABC):
         """Store a new checkpoint and return it.
 
         Raises :class:`CheckpointConflictError` if the thread already has a checkpoint with the
-        same ``checkpoint_id`` or the same ``(run_id, step)``, and :class:`SerializationError`
-        (naming the key and type) if a value cannot be serialized.
+        same ``checkpoint_id`` or the same ``(run_id, step)``, or if ``checkpoint`` has no parent
+        and the thread already has a checkpoint (two first runs of a new thread: one wins), and
+        :class:`SerializationError` (naming the key and type) if a value cannot be serialized.
         """
 
     @abc.abstractmethod
@@ -203,6 +205,12 @@ class BaseCheckpointSaver(abc.ABC):
         Returns ``True`` if stored, ``False`` if a write for that task is already there (the
         first write wins and is never replaced).
         """
+
+    def delete_write(self, thread_id: str, checkpoint_id: str, task_id: str, node: str) -> bool:
+        """Remove the write of ``task_id`` at ``checkpoint_id`` if it was recorded with ``node``
+        (compare-and-delete: a write recorded by someone else since stays).  ``True`` if removed.
+        Used to release a claim; the first write of a node's update is never removed."""
+        raise NotImplementedError(f"{type(self).__name__} cannot remove writes")
 
     @abc.abstractmethod
     def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:
@@ -253,3 +261,11 @@ class BaseCheckpointSaver(abc.ABC):
     @abc.abstractmethod
     def release(self, thread_id: str) -> Sequence[Checkpoint]:
         """Delete the thread's checkpoints and writes; return what was deleted, newest first."""
+
+
+def root_conflict_message(checkpoint: Checkpoint) -> str:
+    return (
+        f"thread {checkpoint.thread_id!r} already has a first checkpoint: another run started "
+        f"on this new thread at the same time (storing run {checkpoint.run_id!r}); wait for it "
+        "or start again"
+    )

@@ -20,6 +20,7 @@ from langgraph_celery.checkpoint.base import (
     Checkpoint,
     PendingWrite,
     Timer,
+    root_conflict_message,
 )
 from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.serde import Serializer
@@ -86,6 +87,8 @@ class MemorySaver(BaseCheckpointSaver):
                     f"{checkpoint.checkpoint_id!r} (storing run {checkpoint.run_id!r} step "
                     f"{checkpoint.step}): checkpoint ids must be unique within a thread"
                 )
+            if checkpoint.parent_id is None and thread.checkpoints:
+                raise CheckpointConflictError(root_conflict_message(checkpoint))
             if step_key in thread.steps:
                 raise CheckpointConflictError(
                     f"thread {checkpoint.thread_id!r} already has a checkpoint for run "
@@ -170,6 +173,15 @@ class MemorySaver(BaseCheckpointSaver):
             if task_id in step_writes:
                 return False
             step_writes[task_id] = (node, body)
+            return True
+
+    def delete_write(self, thread_id: str, checkpoint_id: str, task_id: str, node: str) -> bool:
+        with self._lock:
+            thread = self._threads.get(thread_id)
+            step_writes = None if thread is None else thread.writes.get(checkpoint_id)
+            if step_writes is None or step_writes.get(task_id, ("",))[0] != node:
+                return False
+            del step_writes[task_id]
             return True
 
     def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:

@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Insert, Row, create_engine, delete, event, insert, or_, select
+from sqlalchemy import Engine, Index, Insert, Row, create_engine, delete, event, insert, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
@@ -37,6 +37,7 @@ from langgraph_celery.checkpoint.base import (
     CheckpointView,
     PendingWrite,
     Timer,
+    root_conflict_message,
 )
 from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.serde import Serializer
@@ -111,6 +112,7 @@ class SqlSaver(BaseCheckpointSaver):
                 try:
                     with self._serial():
                         self._tables.metadata.create_all(self._engine, checkfirst=True)
+                        self._create_root_index()
                     break
                 except DBAPIError:
                     # Another process created a table between our check and our CREATE.
@@ -118,6 +120,23 @@ class SqlSaver(BaseCheckpointSaver):
                         raise
                     time.sleep(0.05 * attempt)
             self._ready = True
+
+    def _create_root_index(self) -> None:
+        """One checkpoint without a parent per thread: of two first runs started on a new thread
+        at once, one is stored.  A partial unique index (PostgreSQL, SQLite), also added to
+        tables created by an earlier version."""
+        if self._dialect not in ("postgresql", "sqlite"):
+            return
+        table = self._tables.checkpoints
+        index = Index(
+            f"{self._table_prefix}ckpt_root_uq",
+            table.c.thread_id,
+            unique=True,
+            postgresql_where=table.c.parent_id.is_(None),
+            sqlite_where=table.c.parent_id.is_(None),
+        )
+        index.create(self._engine, checkfirst=True)
+        table.indexes.discard(index)  # (described here only: create_all must not see it)
 
     def dispose(self) -> None:
         """Close the connection pool, if this saver created the engine (else do nothing)."""
@@ -337,6 +356,18 @@ class SqlSaver(BaseCheckpointSaver):
             (own if mine else parent)[write.task_id] = write
         return CheckpointView(checkpoint, own, parent, bool(rows[0].w_committed))
 
+    def delete_write(self, thread_id: str, checkpoint_id: str, task_id: str, node: str) -> bool:
+        writes = self._tables.writes
+        statement = delete(writes).where(
+            writes.c.thread_id == thread_id,
+            writes.c.checkpoint_id == checkpoint_id,
+            writes.c.task_id == task_id,
+            writes.c.node == node,
+        )
+        with self._autocommit() as conn:
+            result = conn.execute(statement.execution_options(preserve_rowcount=True))
+            return bool(result.rowcount == 1)
+
     def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:
         writes = self._tables.writes
         query = (
@@ -402,6 +433,10 @@ class SqlSaver(BaseCheckpointSaver):
         detail = str(exc.orig)
         prefix = self._table_prefix
         thread, run, step = checkpoint.thread_id, checkpoint.run_id, checkpoint.step
+        if f"{prefix}ckpt_root_uq" in detail or (
+            checkpoint.parent_id is None and "ckpt_step_uq" not in detail and "step" not in detail
+        ):
+            return root_conflict_message(checkpoint)
         if f"{prefix}ckpt_id_uq" in detail or "checkpoint_id" in detail:
             return (
                 f"thread {thread!r} already has a checkpoint with id "

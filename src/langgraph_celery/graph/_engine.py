@@ -193,6 +193,15 @@ class Engine:
                 raise GraphStateError(
                     f"thread {thread_id!r} has no checkpoint {config.checkpoint_id!r}"
                 )
+        return await self.begin_from(base, graph_input, config)
+
+    async def begin_from(
+        self, base: Checkpoint | None, graph_input: GraphInput, config: RunnableConfig
+    ) -> tuple[Checkpoint, NodeOutput | None]:
+        """:meth:`begin` from ``base``, the checkpoint the caller read (and claimed); ``None``
+        for a new thread, whose first checkpoint then has no parent (of two first runs racing
+        on a new thread the saver stores one)."""
+        thread_id = config.thread_id
         if graph_input.is_resume:
             return self._resume(base, graph_input.value, config), None
         forking = base is not None and config.checkpoint_id is not None

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -53,6 +55,8 @@ _STORE_ERRORS = (OperationalError, InterfaceError)
 _STORE_ATTEMPTS = 9
 
 T = TypeVar("T")
+
+log = logging.getLogger("langgraph_celery.client")
 
 
 def _pauses() -> Iterator[float]:
@@ -162,21 +166,31 @@ class CelerySource:
                     "for it (RunHandle.wait) or cancel it before starting or resuming another"
                 )
             if graph_input.is_resume and not _has_pending(latest):
-                # refused before claiming: a claim is never released and would block the thread
                 raise GraphStateError(
                     f"thread {thread_id!r} has nothing pending to resume (its last run "
                     "completed); start a new run with GraphInput.args(...)"
                 )
             if graph_input.value:  # a value that cannot be stored fails before the claim too
                 runtime.saver.serializer.dumps(dict(graph_input.value))
-            if not self._claim(latest):
+            claim = self._claim(latest)
+            if claim is None:
                 raise GraphStateError(
                     f"thread {thread_id!r} is busy: another process just started or resumed a run"
                 )
+        else:
+            claim = None
         # Watched from before its first checkpoint is stored: a client that dies in between
         # leaves a timer, so the reaper finds the thread (the timer then names the real run).
-        _store(lambda: runtime.arm_thread(thread_id, _STARTING))
-        checkpoint, start = await self._store_first(graph_input, config, latest)
+        starting = _store(lambda: runtime.arm_thread(thread_id, _STARTING))
+        try:
+            checkpoint, start = await self._store_first(graph_input, config, latest)
+        except BaseException:
+            # Nothing was stored (a failing entry route, a value the reducers refuse, the other
+            # of two first runs): the thread stays as it was and usable.
+            if claim is not None and latest is not None:
+                self._release(latest, claim)
+            _store(lambda: runtime.saver.clear_timer(thread_id, _STARTING, starting))
+            raise
         run_config = config._for_runtime(graph_id=runtime.graph_id, run_id=checkpoint.run_id)
         invocation = checkpoint.checkpoint_id
         _store(lambda: runtime.arm(checkpoint))
@@ -187,15 +201,52 @@ class CelerySource:
             await _astore(lambda: runtime.advance(checkpoint, invocation, run_config, 0))
         return checkpoint, start
 
-    def _claim(self, latest: Checkpoint) -> bool:
-        """Claim the transition out of ``latest`` (the first claim wins).  A claim stored by a
-        call whose answer was lost with the connection is recognised as ours by its token."""
+    def _claim(self, latest: Checkpoint) -> str | None:
+        """Claim the transition out of ``latest`` (the first claim wins); the claim's token, or
+        ``None`` if another process holds it.
+
+        A claim records its holder's token (as the write's node) and when it was taken.  One
+        stored by a call whose answer was lost with the connection is recognised as ours by its
+        token.  One older than ``stalled_after`` with no checkpoint after it belongs to a client
+        that died between claiming and storing (storing takes milliseconds): it is taken over,
+        by a compare-and-delete on its token, so a thread is never refused as busy for good.
+        """
         runtime = self.runtime
         token = uuid.uuid4().hex
-        if _store(lambda: runtime.mark(latest, names.CLAIM, START, {"token": token})):
-            return True
-        claim = _store(lambda: runtime.writes(latest)).get(names.CLAIM) or {}
-        return bool(claim.get("token") == token)
+        data = {"token": token, "claimed_at": datetime.now(UTC).isoformat()}
+        for _ in range(2):
+            if _store(lambda: runtime.mark(latest, names.CLAIM, token, data)):
+                return token
+            held = _store(lambda: runtime.saver.get_writes(latest.thread_id, latest.checkpoint_id))
+            claim = next((w for w in held if w.task_id == names.CLAIM), None)
+            if claim is None:
+                continue  # released meanwhile: claim again
+            if claim.node == token:
+                return token
+            if not self._stale(claim.update):
+                return None
+            log.warning(
+                "thread %r: taking over a claim left by a client that stopped before storing "
+                "its run (claimed at %s)",
+                latest.thread_id,
+                claim.update.get("claimed_at"),
+            )
+            self._release(latest, claim.node)
+        return None
+
+    def _stale(self, claim: Mapping[str, Any]) -> bool:
+        try:
+            claimed_at = datetime.fromisoformat(str(claim.get("claimed_at")))
+        except ValueError:
+            return True  # (a claim stored by an earlier version, which recorded no time)
+        age = datetime.now(UTC) - claimed_at
+        return age > timedelta(seconds=self.runtime.executor.stalled_after)
+
+    def _release(self, latest: Checkpoint, token: str) -> None:
+        """Remove the claim on ``latest`` held by ``token`` (kept if someone else holds it)."""
+        saver = self.runtime.saver
+        _store(saver.delete_write, latest.thread_id, latest.checkpoint_id, names.CLAIM, token)
+        self.runtime.executor.notifier.publish(latest.thread_id)
 
     async def _store_first(
         self, graph_input: GraphInput, config: RunnableConfig, latest: Checkpoint | None
@@ -205,9 +256,15 @@ class CelerySource:
         first checkpoint was stored, that checkpoint is taken up (see :meth:`_take_up`)."""
         runtime = self.runtime
         before = latest.checkpoint_id if latest is not None else None
+
+        async def begin() -> tuple[Checkpoint, NodeOutput | None]:
+            if config.checkpoint_id is not None:
+                return await runtime.engine.begin(graph_input, config)
+            return await runtime.engine.begin_from(latest, graph_input, config)
+
         for pause in _pauses():
             try:
-                return await runtime.engine.begin(graph_input, config)
+                return await begin()
             except _STORE_ERRORS:
                 now = _store(runtime.saver.get, config.thread_id or "")
                 if (now.checkpoint_id if now is not None else None) == before:
@@ -216,7 +273,7 @@ class CelerySource:
                 if now is None or now.parent_id != before:
                     raise  # not ours to take up: the armed timer lets the reaper see it
                 return self._take_up(now, graph_input, config, latest)
-        return await runtime.engine.begin(graph_input, config)
+        return await begin()
 
     def _take_up(
         self,

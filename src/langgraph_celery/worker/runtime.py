@@ -172,9 +172,11 @@ class GraphRuntime:
         """Start watching the thread's active run (the reaper's stall timer)."""
         self.arm_thread(checkpoint.thread_id, checkpoint.run_id)
 
-    def arm_thread(self, thread_id: str, run_id: str) -> None:
+    def arm_thread(self, thread_id: str, run_id: str) -> datetime:
+        """Set the thread's stall timer for ``run_id``; returns when it is due."""
         due = datetime.now(UTC) + timedelta(seconds=self.executor.stalled_after)
         self.saver.set_timer(thread_id, run_id, self.graph_id, names.STALL_TIMER, due)
+        return due
 
     # -- dispatch -------------------------------------------------------------------------------
 
