@@ -255,7 +255,7 @@ class _Collector:
             out = io.StringIO()
             stats = pstats.Stats(self.profiler, stream=out)
             stats.strip_dirs().sort_stats("tottime").print_stats(30)
-            stats.sort_stats("cumulative").print_stats(40)
+            stats.sort_stats("cumulative").print_stats(90)
             profile = out.getvalue()
         return {"kinds": kinds, "cprofile": profile, "pid": os.getpid()}
 

@@ -191,7 +191,9 @@ def test_cancel_stops_the_run_at_its_current_step(
     first = celery_stack.saver.list(thread)[-1]
     task_a = celery_stack.app.AsyncResult(celery_task_id(first.run_id, first.checkpoint_id, "a"))
     wait_until(lambda: task_a.state == "SUCCESS", 10, 0.05, "the task of node a to end")
-    assert task_a.result["status"] in ("stopped", "cancelled")
+    # stopped before running a, or a was running already: it finished and its step was stored
+    # ("merged"), but the next step sees the mark and goes no further
+    assert task_a.result["status"] in ("stopped", "cancelled", "merged")
     time.sleep(0.3)
     assert calls(redis_client, thread, "a") <= 1
     assert calls(redis_client, thread, "b") == 0

@@ -19,8 +19,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Index, Insert, Row, create_engine, delete, event, insert, or_, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Engine, Index, Row, create_engine, delete, event, select
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.pool import StaticPool
@@ -31,6 +30,7 @@ from langgraph_celery.checkpoint._schema import (
     build_tables,
     next_write_seq,
 )
+from langgraph_celery.checkpoint._statements import build_statements
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
@@ -86,6 +86,7 @@ class SqlSaver(BaseCheckpointSaver):
         self._setup_lock = threading.Lock()
         self._ready = False
         self._dialect = self._engine.dialect.name
+        self._sql = build_statements(self._tables, self._dialect)
 
     @property
     def engine(self) -> Engine:
@@ -148,19 +149,18 @@ class SqlSaver(BaseCheckpointSaver):
     def put(self, checkpoint: Checkpoint) -> Checkpoint:
         body = self.dump_body(checkpoint)
         created_at = as_utc(checkpoint.created_at)
-        table = self._tables.checkpoints
-        statement = insert(table).values(
-            thread_id=checkpoint.thread_id,
-            checkpoint_id=checkpoint.checkpoint_id,
-            run_id=checkpoint.run_id,
-            step=checkpoint.step,
-            parent_id=checkpoint.parent_id,
-            created_at=created_at,
-            body=body,
-        )
+        row = {
+            "thread_id": checkpoint.thread_id,
+            "checkpoint_id": checkpoint.checkpoint_id,
+            "run_id": checkpoint.run_id,
+            "step": checkpoint.step,
+            "parent_id": checkpoint.parent_id,
+            "created_at": created_at,
+            "body": body,
+        }
         try:
             with self._autocommit() as conn:
-                conn.execute(statement)
+                conn.execute(self._sql.put, row)
         except IntegrityError as exc:
             if not _is_unique_violation(exc):
                 raise
@@ -170,71 +170,49 @@ class SqlSaver(BaseCheckpointSaver):
         return dataclasses.replace(checkpoint, created_at=created_at)
 
     def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
-        table = self._tables.checkpoints
-        query = select(*self._checkpoint_columns()).where(table.c.thread_id == thread_id)
         if checkpoint_id is None:
-            query = query.order_by(table.c.seq.desc()).limit(1)
+            rows = self._read(self._sql.latest, {"thread_id": thread_id})
         else:
-            query = query.where(table.c.checkpoint_id == checkpoint_id)
-        rows = self._read(query)
+            params = {"thread_id": thread_id, "checkpoint_id": checkpoint_id}
+            rows = self._read(self._sql.by_id, params)
         return self._load(thread_id, rows[0]) if rows else None
 
     def list(self, thread_id: str) -> Sequence[Checkpoint]:
-        table = self._tables.checkpoints
-        query = (
-            select(*self._checkpoint_columns())
-            .where(table.c.thread_id == thread_id)
-            .order_by(table.c.seq.desc())
-        )
-        rows = self._read(query)
+        rows = self._read(self._sql.history, {"thread_id": thread_id})
         return [self._load(thread_id, row) for row in rows]
 
     def set_timer(
         self, thread_id: str, run_id: str, graph_id: str, kind: str, due_at: datetime
     ) -> None:
-        table = self._tables.timers
         values = {"run_id": run_id, "graph_id": graph_id, "kind": kind, "due_at": as_utc(due_at)}
-        dialect = self._engine.dialect.name
-        module = postgresql if dialect == "postgresql" else sqlite if dialect == "sqlite" else None
+        sql = self._sql
         with self._autocommit() as conn:
-            if module is not None:
-                statement = module.insert(table).values(thread_id=thread_id, **values)
-                conn.execute(
-                    statement.on_conflict_do_update(index_elements=["thread_id"], set_=values)
-                )
+            if sql.upsert_timer is not None:
+                conn.execute(sql.upsert_timer, {"thread_id": thread_id, **values})
                 return
             updated = conn.execute(
-                table.update().where(table.c.thread_id == thread_id).values(**values),
+                sql.update_timer,
+                {"b_thread_id": thread_id, **values},
                 execution_options={"preserve_rowcount": True},
             )
             if not updated.rowcount:
-                conn.execute(table.insert().values(thread_id=thread_id, **values))
+                conn.execute(sql.insert_timer, {"thread_id": thread_id, **values})
 
     def clear_timer(self, thread_id: str, run_id: str, due_at: datetime | None = None) -> None:
-        table = self._tables.timers
-        statement = table.delete().where(table.c.thread_id == thread_id, table.c.run_id == run_id)
+        params: dict[str, Any] = {"thread_id": thread_id, "run_id": run_id}
+        statement = self._sql.clear_timer
         if due_at is not None:
-            statement = statement.where(table.c.due_at == as_utc(due_at))
+            params["due_at"] = as_utc(due_at)
+            statement = self._sql.clear_timer_at
         with self._autocommit() as conn:
-            conn.execute(statement)
+            conn.execute(statement, params)
 
     def due_timers(self, now: datetime, limit: int = 100) -> Sequence[Timer]:
-        table = self._tables.timers
-        query = (
-            select(
-                table.c.thread_id, table.c.run_id, table.c.graph_id, table.c.kind, table.c.due_at
-            )
-            .where(table.c.due_at <= as_utc(now))
-            .order_by(table.c.due_at)
-            .limit(limit)
-        )
-        rows = self._read(query)
+        rows = self._read(self._sql.due_timers, {"now": as_utc(now), "limit": limit})
         return [Timer(r.thread_id, r.run_id, r.graph_id, r.kind, as_utc(r.due_at)) for r in rows]
 
     def thread_of_run(self, run_id: str) -> str | None:
-        table = self._tables.checkpoints
-        query = select(table.c.thread_id).where(table.c.run_id == run_id).limit(1)
-        rows = self._read(query)
+        rows = self._read(self._sql.thread_of_run, {"run_id": run_id})
         return str(rows[0].thread_id) if rows else None
 
     def release(self, thread_id: str) -> Sequence[Checkpoint]:
@@ -277,105 +255,62 @@ class SqlSaver(BaseCheckpointSaver):
             "body": self.serializer.dumps(dict(update)),
             "created_at": datetime.now(UTC),
         }
-        writes = self._tables.writes
-        ignoring: Insert | None = None
-        if self._dialect == "postgresql":
-            ignoring = postgresql.insert(writes).values(values).on_conflict_do_nothing()
-        elif self._dialect == "sqlite":
-            ignoring = sqlite.insert(writes).values(values).on_conflict_do_nothing()
+        ignoring = self._sql.put_write_ignoring
         if ignoring is not None:
             # rowcount is 0 when the key was there already (the statement did nothing).
             with self._autocommit() as conn:
-                result = conn.execute(ignoring.execution_options(preserve_rowcount=True))
+                result = conn.execute(
+                    ignoring, values, execution_options={"preserve_rowcount": True}
+                )
                 return bool(result.rowcount == 1)
         try:
             with self._autocommit() as conn:
-                conn.execute(insert(writes).values(values))
+                conn.execute(self._sql.put_write, values)
         except IntegrityError as exc:
             if not _is_unique_violation(exc):
                 raise
             return False
         return True
 
+    def delete_write(self, thread_id: str, checkpoint_id: str, task_id: str, node: str) -> bool:
+        params = {
+            "thread_id": thread_id,
+            "checkpoint_id": checkpoint_id,
+            "task_id": task_id,
+            "node": node,
+        }
+        with self._autocommit() as conn:
+            result = conn.execute(
+                self._sql.delete_write, params, execution_options={"preserve_rowcount": True}
+            )
+            return bool(result.rowcount == 1)
+
     def get_with_writes(self, thread_id: str, checkpoint_id: str | None = None) -> CheckpointView:
         """One statement: the checkpoint joined with its writes and its parent's markers."""
-        table, writes = self._tables.checkpoints, self._tables.writes
-        chosen = select(*self._checkpoint_columns()).where(table.c.thread_id == thread_id)
         if checkpoint_id is None:
-            chosen = chosen.order_by(table.c.seq.desc()).limit(1)
+            rows = self._read(self._sql.view_latest, {"thread_id": thread_id})
         else:
-            chosen = chosen.where(table.c.checkpoint_id == checkpoint_id)
-        found = chosen.cte("chosen")
-        successor = table.alias("successor")
-        committed = (
-            select(successor.c.seq)
-            .where(
-                successor.c.thread_id == thread_id,
-                successor.c.run_id == found.c.run_id,
-                successor.c.step == found.c.step + 1,
-            )
-            .exists()
-        )
-        query = (
-            select(
-                found,
-                committed.label("w_committed"),
-                writes.c.checkpoint_id.label("w_checkpoint_id"),
-                writes.c.task_id.label("w_task_id"),
-                writes.c.node.label("w_node"),
-                writes.c.body.label("w_body"),
-            )
-            .select_from(
-                found.outerjoin(
-                    writes,
-                    (writes.c.thread_id == thread_id)
-                    & or_(
-                        writes.c.checkpoint_id == found.c.checkpoint_id,
-                        (writes.c.checkpoint_id == found.c.parent_id)
-                        & writes.c.task_id.startswith("__", autoescape=True),
-                    ),
-                )
-            )
-            .order_by(writes.c.seq, writes.c.task_id)
-        )
-        rows = self._read(query)
+            params = {"thread_id": thread_id, "checkpoint_id": checkpoint_id}
+            rows = self._read(self._sql.view_by_id, params)
         if not rows:
             return CheckpointView(None)
         checkpoint = self._load(thread_id, rows[0])
         own: dict[str, PendingWrite] = {}
         parent: dict[str, PendingWrite] = {}
+        loads = self.serializer.loads
         for row in rows:
             if row.w_task_id is None:
                 continue
             write = PendingWrite(
-                task_id=row.w_task_id,
-                node=row.w_node,
-                update=dict(self.serializer.loads(row.w_body)),
+                task_id=row.w_task_id, node=row.w_node, update=dict(loads(row.w_body))
             )
             mine = row.w_checkpoint_id == checkpoint.checkpoint_id
             (own if mine else parent)[write.task_id] = write
         return CheckpointView(checkpoint, own, parent, bool(rows[0].w_committed))
 
-    def delete_write(self, thread_id: str, checkpoint_id: str, task_id: str, node: str) -> bool:
-        writes = self._tables.writes
-        statement = delete(writes).where(
-            writes.c.thread_id == thread_id,
-            writes.c.checkpoint_id == checkpoint_id,
-            writes.c.task_id == task_id,
-            writes.c.node == node,
-        )
-        with self._autocommit() as conn:
-            result = conn.execute(statement.execution_options(preserve_rowcount=True))
-            return bool(result.rowcount == 1)
-
     def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:
-        writes = self._tables.writes
-        query = (
-            select(writes.c.task_id, writes.c.node, writes.c.body)
-            .where(writes.c.thread_id == thread_id, writes.c.checkpoint_id == checkpoint_id)
-            .order_by(writes.c.seq, writes.c.task_id)
-        )
-        rows = self._read(query)
+        params = {"thread_id": thread_id, "checkpoint_id": checkpoint_id}
+        rows = self._read(self._sql.writes_of, params)
         return [
             PendingWrite(
                 task_id=row.task_id, node=row.node, update=dict(self.serializer.loads(row.body))
@@ -399,19 +334,19 @@ class SqlSaver(BaseCheckpointSaver):
         with self._serial(), self._autocommit_engine.connect() as conn:
             yield conn
 
-    def _read(self, query: Any) -> Sequence[Row[Any]]:
+    def _read(self, query: Any, params: Mapping[str, Any]) -> Sequence[Row[Any]]:
         """Run a read; once more on a new connection if the pooled one turned out dead (the
         server restarted or killed it), since a read is safe to repeat."""
         rows: Sequence[Row[Any]]
         try:
             with self._autocommit() as conn:
-                rows = conn.execute(query).all()
+                rows = conn.execute(query, params).all()
             return rows
         except DBAPIError as error:
             if not error.connection_invalidated:
                 raise
         with self._autocommit() as conn:
-            rows = conn.execute(query).all()
+            rows = conn.execute(query, params).all()
         return rows
 
     def _checkpoint_columns(self) -> tuple[Any, ...]:

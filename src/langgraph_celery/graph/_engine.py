@@ -10,7 +10,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, PendingTask
+from langgraph_celery.checkpoint.base import (
+    BaseCheckpointSaver,
+    Checkpoint,
+    PendingTask,
+    PendingWrite,
+)
 from langgraph_celery.errors import GraphError, GraphStateError, NodeError
 from langgraph_celery.graph import _algo
 from langgraph_celery.graph._runner import TaskRunner, _resolve
@@ -196,22 +201,31 @@ class Engine:
         return await self.begin_from(base, graph_input, config)
 
     async def begin_from(
-        self, base: Checkpoint | None, graph_input: GraphInput, config: RunnableConfig
+        self,
+        base: Checkpoint | None,
+        graph_input: GraphInput,
+        config: RunnableConfig,
+        *,
+        run_id: str | None = None,
+        base_writes: Sequence[PendingWrite] | None = None,
     ) -> tuple[Checkpoint, NodeOutput | None]:
-        """:meth:`begin` from ``base``, the checkpoint the caller read (and claimed); ``None``
-        for a new thread, whose first checkpoint then has no parent (of two first runs racing
-        on a new thread the saver stores one)."""
+        """:meth:`begin` from ``base``, the checkpoint the caller read (and claimed): the one
+        ``config.checkpoint_id`` names, else the thread's latest; ``None`` for a new thread,
+        whose first checkpoint then has no parent (of two first runs racing on a new thread the
+        saver stores one).  A new run gets ``run_id`` if given; ``base_writes`` are ``base``'s
+        pending writes if the caller has read them."""
         thread_id = config.thread_id
         if graph_input.is_resume:
-            return self._resume(base, graph_input.value, config), None
+            return self._resume(base, graph_input.value, config, run_id, base_writes), None
         forking = base is not None and config.checkpoint_id is not None
         if forking and graph_input.value is None and _has_pending(base):
             assert base is not None
-            return self._continue(base, config, source="fork", resumed=False), None
+            resumed = False
+            return self._continue(base, config, "fork", resumed, run_id=run_id), None
         values = dict(base.values) if base is not None else initial_values(self.spec.schema)
         if graph_input.value:
             apply_update(self.spec.schema, values, graph_input.value)
-        run_id = new_id()
+        run_id = run_id or new_id()
         run_config = config._for_runtime(graph_id=self.graph_id, run_id=run_id)
         tasks, barriers, values = await self.route_from([START], values, {}, run_config)
         checkpoint = self.save(
@@ -233,7 +247,12 @@ class Engine:
         )
 
     def _resume(
-        self, base: Checkpoint | None, update: Mapping[str, Any] | None, config: RunnableConfig
+        self,
+        base: Checkpoint | None,
+        update: Mapping[str, Any] | None,
+        config: RunnableConfig,
+        run_id: str | None,
+        base_writes: Sequence[PendingWrite] | None,
     ) -> Checkpoint:
         if self.saver is None:
             raise GraphStateError("resume needs a checkpoint saver; compile with one")
@@ -255,36 +274,47 @@ class Engine:
                     f"latest is {latest.checkpoint_id!r}); resume without a checkpoint_id, or "
                     "fork from it with invoke(None, config)"
                 )
-        return self._continue(base, config, source="resume", resumed=True, update=update)
+        return self._continue(
+            base, config, "resume", True, update=update, run_id=run_id, base_writes=base_writes
+        )
 
     def _continue(
         self,
         base: Checkpoint,
         config: RunnableConfig,
-        *,
         source: str,
         resumed: bool,
+        *,
         update: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
+        base_writes: Sequence[PendingWrite] | None = None,
     ) -> Checkpoint:
+        """The checkpoint after ``base`` that runs its pending tasks again (a resume, a fork):
+        the same run if ``base`` is the thread's latest, else a new run (``run_id`` if given)."""
         assert self.saver is not None
         values = dict(base.values)
         if update:
             apply_update(self.spec.schema, values, update)
-        latest = self.saver.get(base.thread_id)
-        same_run = latest is not None and latest.checkpoint_id == base.checkpoint_id
+        if config.checkpoint_id is None:
+            same_run = True  # (base is the thread's latest)
+        else:
+            latest = self.saver.get(base.thread_id)
+            same_run = latest is not None and latest.checkpoint_id == base.checkpoint_id
         extra = dict(base.extra)
         extra.pop(COMPLETION_PENDING, None)
         extra[_algo.RESUMED] = resumed
         checkpoint = self.save_child(
             base,
-            run_id=None if same_run else new_id(),
+            run_id=None if same_run else (run_id or new_id()),
             values=values,
             tasks=base.tasks,
             node=base.node,
             extra=extra,
             metadata={"source": source, "update": dict(update or {})},
         )
-        for write in self.saver.get_writes(base.thread_id, base.checkpoint_id):
+        if base_writes is None:
+            base_writes = self.saver.get_writes(base.thread_id, base.checkpoint_id)
+        for write in base_writes:
             if write.task_id.startswith("__"):
                 continue  # markers (interrupted, failed, ...) belong to the old checkpoint
             self.saver.put_writes(

@@ -32,8 +32,15 @@ class _RunSource(Protocol):
     """Where runs execute: in process, or through an executor such as CeleryExecutor."""
 
     def astream(
-        self, graph_input: GraphInput, config: RunnableConfig, outcome: Outcome
-    ) -> AsyncIterator[NodeOutput]: ...
+        self,
+        graph_input: GraphInput,
+        config: RunnableConfig,
+        outcome: Outcome,
+        steps: bool = True,
+    ) -> AsyncIterator[NodeOutput]:
+        """The run's outputs; without ``steps`` the caller only wants where it stops, and a
+        source may leave out the outputs of the steps in between."""
+        ...
 
 
 class _LocalSource:
@@ -41,7 +48,11 @@ class _LocalSource:
         self.engine = engine
 
     def astream(
-        self, graph_input: GraphInput, config: RunnableConfig, outcome: Outcome
+        self,
+        graph_input: GraphInput,
+        config: RunnableConfig,
+        outcome: Outcome,
+        steps: bool = True,
     ) -> AsyncIterator[NodeOutput]:
         return run_local(self.engine, graph_input, config, outcome)
 
@@ -127,12 +138,15 @@ class CompiledGraph:
 
     # -- running ------------------------------------------------------------------------------
 
-    def _start(self, input: InputLike, config: RunnableConfig | None) -> GraphStream:
+    def _start(
+        self, input: InputLike, config: RunnableConfig | None, steps: bool = True
+    ) -> GraphStream:
         config = config if config is not None else RunnableConfig()
         if not isinstance(config, RunnableConfig):
             raise TypeError(f"config must be a RunnableConfig, got {type(config).__name__}")
         outcome = Outcome()
-        return GraphStream(self._source.astream(GraphInput.of(input), config, outcome), outcome)
+        source = self._source.astream(GraphInput.of(input), config, outcome, steps)
+        return GraphStream(source, outcome)
 
     def stream(self, input: InputLike = None, config: RunnableConfig | None = None) -> GraphStream:
         """Run and yield a :class:`NodeOutput` for START, each executed node and END."""
@@ -177,7 +191,7 @@ class CompiledGraph:
         input: InputLike = None,
         config: RunnableConfig | None = None,
     ) -> NodeOutput | None:
-        stream = self._start(input, config)
+        stream = self._start(input, config, steps=False)
         last: NodeOutput | None = None
         async for output in stream:
             last = output

@@ -18,7 +18,7 @@ from langgraph_celery import errors
 from langgraph_celery.checkpoint.base import Checkpoint, CheckpointView
 from langgraph_celery.errors import GraphStateError
 from langgraph_celery.graph import _sync
-from langgraph_celery.graph._engine import _has_pending
+from langgraph_celery.graph._engine import _has_pending, new_id
 from langgraph_celery.graph._local import Outcome
 from langgraph_celery.graph._sync import SHARED_POOL
 from langgraph_celery.graph.config import RunnableConfig
@@ -45,8 +45,6 @@ RUNNING, INTERRUPTED, COMPLETED, FAILED, CANCELLED = (
     "cancelled",
 )
 _POLL_MIN, _POLL_MAX = 0.0005, 0.02
-#: The run id a thread's timer names while its run's first checkpoint is being stored.
-_STARTING = "(starting)"
 #: With wake-ups, how long a client waits for one before reading the store anyway.
 _WAKE_FALLBACK = 0.25
 #: A dropped connection to the checkpoint store (killed, failover): the client makes the call
@@ -179,21 +177,24 @@ class CelerySource:
                 )
         else:
             claim = None
-        # Watched from before its first checkpoint is stored: a client that dies in between
-        # leaves a timer, so the reaper finds the thread (the timer then names the real run).
-        starting = _store(lambda: runtime.arm_thread(thread_id, _STARTING))
+        # The run is watched from before its first checkpoint is stored: a client that dies in
+        # between leaves the timer, and the reaper finds the thread.
+        continues = graph_input.is_resume and latest is not None and config.checkpoint_id is None
+        run_id = latest.run_id if continues and latest is not None else new_id()
+        due = _store(lambda: runtime.arm_thread(thread_id, run_id))
         try:
-            checkpoint, start = await self._store_first(graph_input, config, latest)
+            checkpoint, start = await self._store_first(graph_input, config, latest, run_id, view)
         except BaseException:
             # Nothing was stored (a failing entry route, a value the reducers refuse, the other
             # of two first runs): the thread stays as it was and usable.
             if claim is not None and latest is not None:
                 self._release(latest, claim)
-            _store(lambda: runtime.saver.clear_timer(thread_id, _STARTING, starting))
+            _store(lambda: runtime.saver.clear_timer(thread_id, run_id, due))
             raise
         run_config = config._for_runtime(graph_id=runtime.graph_id, run_id=checkpoint.run_id)
         invocation = checkpoint.checkpoint_id
-        _store(lambda: runtime.arm(checkpoint))
+        if checkpoint.run_id != run_id:  # (a fork that goes on with the run it forked)
+            _store(lambda: runtime.arm(checkpoint))
         if graph_input.is_resume:
             runtime.executor._send_resume(runtime.envelope(checkpoint, invocation, run_config, 0))
         else:
@@ -214,8 +215,14 @@ class CelerySource:
         runtime = self.runtime
         token = uuid.uuid4().hex
         data = {"token": token, "claimed_at": datetime.now(UTC).isoformat()}
+
+        def put_claim() -> bool:  # (nobody waits on a claim: no wake-up is published)
+            return runtime.saver.put_writes(
+                latest.thread_id, latest.checkpoint_id, names.CLAIM, token, data
+            )
+
         for _ in range(2):
-            if _store(lambda: runtime.mark(latest, names.CLAIM, token, data)):
+            if _store(put_claim):
                 return token
             held = _store(lambda: runtime.saver.get_writes(latest.thread_id, latest.checkpoint_id))
             claim = next((w for w in held if w.task_id == names.CLAIM), None)
@@ -246,10 +253,14 @@ class CelerySource:
         """Remove the claim on ``latest`` held by ``token`` (kept if someone else holds it)."""
         saver = self.runtime.saver
         _store(saver.delete_write, latest.thread_id, latest.checkpoint_id, names.CLAIM, token)
-        self.runtime.executor.notifier.publish(latest.thread_id)
 
     async def _store_first(
-        self, graph_input: GraphInput, config: RunnableConfig, latest: Checkpoint | None
+        self,
+        graph_input: GraphInput,
+        config: RunnableConfig,
+        latest: Checkpoint | None,
+        run_id: str,
+        view: CheckpointView,
     ) -> tuple[Checkpoint, NodeOutput | None]:
         """``engine.begin``, made again if the connection dropped before it stored anything
         (the thread's latest checkpoint is still ``latest``); if it dropped after the run's
@@ -260,7 +271,10 @@ class CelerySource:
         async def begin() -> tuple[Checkpoint, NodeOutput | None]:
             if config.checkpoint_id is not None:
                 return await runtime.engine.begin(graph_input, config)
-            return await runtime.engine.begin_from(latest, graph_input, config)
+            writes = [w for w in view.writes.values() if w.task_id != names.CLAIM]
+            return await runtime.engine.begin_from(
+                latest, graph_input, config, run_id=run_id, base_writes=writes
+            )
 
         for pause in _pauses():
             try:
@@ -307,17 +321,21 @@ class CelerySource:
         )
 
     def astream(
-        self, graph_input: GraphInput, config: RunnableConfig, outcome: Outcome
+        self,
+        graph_input: GraphInput,
+        config: RunnableConfig,
+        outcome: Outcome,
+        steps: bool = True,
     ) -> AsyncIterator[NodeOutput]:
-        return self._stream(graph_input, config, outcome)
+        return self._stream(graph_input, config, outcome, steps)
 
     async def _stream(
-        self, graph_input: GraphInput, config: RunnableConfig, outcome: Outcome
+        self, graph_input: GraphInput, config: RunnableConfig, outcome: Outcome, steps: bool
     ) -> AsyncIterator[NodeOutput]:
         checkpoint, start = await self.begin(graph_input, config)
         if start is not None:
             yield start
-        async for output in self.follow(checkpoint, config, outcome):
+        async for output in self.follow(checkpoint, config, outcome, steps):
             yield output
 
     def start(self, graph_input: GraphInput, config: RunnableConfig) -> RunHandle:
@@ -351,15 +369,22 @@ class CelerySource:
         return list(reversed(chain))
 
     async def follow(
-        self, checkpoint: Checkpoint, config: RunnableConfig, outcome: Outcome
+        self,
+        checkpoint: Checkpoint,
+        config: RunnableConfig,
+        outcome: Outcome,
+        steps: bool = True,
     ) -> AsyncIterator[NodeOutput]:
-        """Yield the outputs of the run from ``checkpoint`` on, then settle ``outcome``.
+        """Yield the outputs of the run from ``checkpoint`` on, then settle ``outcome``; without
+        ``steps``, only the outputs of where the run stops.
 
         Woken by the thread's Redis channel when the app uses Redis (with a slow read as a
-        fallback), else polling the store with a growing interval.
+        fallback), else polling the store with a growing interval.  Without ``steps`` the
+        client listens to the thread's final channel only: it reads the store when the run
+        stops, not at every step.
         """
         runtime = self.runtime
-        subscription = runtime.executor.notifier.subscribe(checkpoint.thread_id)
+        subscription = runtime.executor.notifier.subscribe(checkpoint.thread_id, final=not steps)
         loop = asyncio.get_running_loop()
         seen = checkpoint
         delay = _POLL_MIN
@@ -372,10 +397,10 @@ class CelerySource:
                         f"thread {checkpoint.thread_id!r} was released or deleted"
                     )
                 if latest.checkpoint_id != seen.checkpoint_id:
-                    since = _store(self._since, latest, seen.checkpoint_id)
-                    for step in since:
-                        for output in self._outputs(step, config):
-                            yield output
+                    if steps:
+                        for step in _store(self._since, latest, seen.checkpoint_id):
+                            for output in self._outputs(step, config):
+                                yield output
                     seen = latest
                     delay = _POLL_MIN
                 status = status_of(view)

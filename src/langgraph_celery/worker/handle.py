@@ -91,7 +91,7 @@ class RunHandle:
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = _POLL_MIN
         runtime = self._source().runtime
-        subscription = runtime.executor.notifier.subscribe(self.thread_id)
+        subscription = runtime.executor.notifier.subscribe(self.thread_id, final=True)
         try:
             while True:
                 status = read_status(runtime, _store(self._latest_of_run))

@@ -49,6 +49,7 @@ __all__ = [
     "RESUME_TASK",
     "STALL_TIMER",
     "START_TASK",
+    "STOPS",
     "celery_task_id",
     "node_task_name",
     "thread_channel",
@@ -66,6 +67,8 @@ ERROR = "__error__"
 CLAIM = "__claim__"
 CANCEL = "__cancel__"
 MARKERS = frozenset({INTERRUPT, ERROR, CLAIM, CANCEL})
+#: The markers that stop a run.
+STOPS = frozenset({INTERRUPT, ERROR, CANCEL})
 
 
 def node_task_name(graph_id: str, node: str) -> str:
@@ -76,5 +79,8 @@ def celery_task_id(run_id: str, checkpoint_id: str, task_id: str) -> str:
     return f"lgc:{run_id}:{checkpoint_id}:{task_id}"
 
 
-def thread_channel(thread_id: str) -> str:
-    return f"langgraph_celery:thread:{thread_id}"
+def thread_channel(thread_id: str, final: bool = False) -> str:
+    """The Redis channel of a thread's wake-ups: every committed step, or (``final``) only the
+    events that stop a run (completed, parked, failed, cancelled)."""
+    channel = f"langgraph_celery:thread:{thread_id}"
+    return f"{channel}:final" if final else channel

@@ -1,6 +1,9 @@
 """Wake-ups for clients that follow a run: a worker publishes on the thread's Redis channel when
 it commits a checkpoint or a marker, and a client waiting on the run re-reads the checkpoint
-store (the source of truth) when woken, instead of polling it in a tight loop.
+store (the source of truth) when woken, instead of polling it in a tight loop.  A client that
+only waits for the run to stop (``invoke``, ``RunHandle.wait``) listens on the thread's *final*
+channel, published to when a run completes, parks, fails or is cancelled, so it does not wake
+(and read the store) at every step.
 
 Used when the app's result backend or broker is Redis; otherwise clients poll.  A lost message
 only delays a client until its next fallback read.
@@ -67,22 +70,30 @@ class Notifier:
                         self._client = redis.Redis.from_url(url, socket_timeout=5)
         return self._client or None
 
-    def publish(self, thread_id: str) -> None:
+    def publish(self, thread_id: str, final: bool = False) -> None:
+        """Wake the thread's followers; with ``final`` (the run stopped) its waiters too."""
         client = self._redis()
         if client is None:
             return
         try:
-            client.publish(names.thread_channel(thread_id), b"1")
+            if final:
+                pipe = client.pipeline(transaction=False)
+                pipe.publish(names.thread_channel(thread_id), b"1")
+                pipe.publish(names.thread_channel(thread_id, final=True), b"1")
+                pipe.execute()
+            else:
+                client.publish(names.thread_channel(thread_id), b"1")
         except Exception as error:  # a wake-up is an optimisation; the store stays the truth
             log.debug("could not publish a wake-up for thread %r: %s", thread_id, error)
 
-    def subscribe(self, thread_id: str) -> Subscription | None:
+    def subscribe(self, thread_id: str, final: bool = False) -> Subscription | None:
+        """Listen to the thread's every step, or (``final``) only to its runs stopping."""
         client = self._redis()
         if client is None:
             return None
         try:
             pubsub = client.pubsub()
-            pubsub.subscribe(names.thread_channel(thread_id))
+            pubsub.subscribe(names.thread_channel(thread_id, final))
         except Exception as error:
             log.debug("could not subscribe to thread %r: %s", thread_id, error)
             return None

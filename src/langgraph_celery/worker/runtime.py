@@ -123,7 +123,7 @@ class GraphRuntime:
         stored = self.saver.put_writes(
             checkpoint.thread_id, checkpoint.checkpoint_id, marker, node, dict(data)
         )
-        self.executor.notifier.publish(checkpoint.thread_id)
+        self.executor.notifier.publish(checkpoint.thread_id, final=marker in names.STOPS)
         return stored
 
     def mark_interrupt(self, checkpoint: Checkpoint, interruption: InterruptionMetadata) -> None:
@@ -190,6 +190,7 @@ class GraphRuntime:
         if not checkpoint.tasks:
             # completed: the client that waits for the run reads it (and releases the thread)
             self.saver.clear_timer(checkpoint.thread_id, checkpoint.run_id)
+            self.executor.notifier.publish(checkpoint.thread_id, final=True)
             return
         interruption = await engine.interruption_before(checkpoint, config)
         if interruption is not None:
