@@ -17,6 +17,7 @@ The app is ``apps/lgc_beat_app.py`` (``stalled_after`` 2 s, ``reap_interval`` 0.
 from __future__ import annotations
 
 import ast
+import base64
 import json
 import os
 import re
@@ -314,6 +315,37 @@ def test_reap_finishes_a_step_whose_writes_were_all_committed(
     assert count(r, "started", thread, "b") == 0  # b's update came from its committed write
     assert count(r, "calls", thread, "c") == 1
     assert r.llen(stack.held_queue) == 0  # the finished step's tasks were not sent again
+
+
+def test_a_redispatched_run_keeps_the_config_it_was_started_with(
+    stack: BeatStack, thread: str, r: Any
+) -> None:
+    """The invocation's first checkpoint records its config: a run the reaper sends again keeps
+    its recursion limit, its metadata and its step count."""
+    saver = stack.saver
+    graph = stack.graph("held-fan")  # a -> (b | c) -> d; b's message waits in the held queue
+    config = RunnableConfig(thread_id=thread, recursion_limit=7, metadata={"tenant": "acme"})
+    handle = graph.start({"thread": thread}, config)
+    step = wait_parked_at(saver, thread, ("b", "c"))
+    wait_until(
+        lambda: any(w.node == "c" for w in saver.get_writes(thread, step.checkpoint_id)),
+        15,
+        0.02,
+        "c's write",
+    )
+    r.delete(stack.held_queue)  # b's message lost with the broker
+    assert outcomes(reap(stack.executor, now=later()), thread) == ["redispatched"]
+    [body] = r.lrange(stack.held_queue, 0, -1)
+    _args, kwargs, _embed = json.loads(base64.b64decode(json.loads(body)["body"]))
+    assert kwargs["node"] == "b"
+    assert kwargs["config"]["recursion_limit"] == 7
+    assert kwargs["config"]["metadata"] == {"tenant": "acme"}
+    assert kwargs["steps_taken"] == 1  # the step after the first
+    assert kwargs["invocation"] == saver.list(thread)[-1].checkpoint_id
+    with Consuming(stack):
+        data = handle.wait(timeout=20).as_state_data()
+    assert data["log"][0] == "a" and sorted(data["log"][1:3]) == ["b", "c"]
+    assert data["log"][3:] == ["d"]
 
 
 def test_a_progressing_run_is_not_redispatched(stack: BeatStack, thread: str, r: Any) -> None:

@@ -142,20 +142,18 @@ def _reap_one(
         saver.set_timer(thread_id, latest.run_id, timer.graph_id, names.STALL_TIMER, due)
         report.progressing.append(thread_id)
         return
-    config = RunnableConfig(thread_id=thread_id)._for_runtime(
-        graph_id=runtime.graph_id, run_id=latest.run_id
-    )
+    config, invocation, steps_taken = runtime.recorded_invocation(latest)
     # Re-armed first: what follows may park the run (and set a deadline) or complete it.
     saver.set_timer(
         thread_id, latest.run_id, timer.graph_id, names.STALL_TIMER, now + stalled_after
     )
     writes = runtime.writes(latest)
-    envelope = runtime.envelope(latest, latest.checkpoint_id, config, 0)
+    envelope = runtime.envelope(latest, invocation, config, steps_taken)
     if latest.tasks and all(task.id in writes for task in latest.tasks):
         runtime.finish_step(latest, writes, envelope, config)
         report.finished.append(thread_id)
     else:
-        run_sync(runtime.advance(latest, latest.checkpoint_id, config, 0))
+        run_sync(runtime.advance(latest, invocation, config, steps_taken))
         report.redispatched.append(thread_id)
 
 

@@ -208,20 +208,24 @@ class Engine:
         *,
         run_id: str | None = None,
         base_writes: Sequence[PendingWrite] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> tuple[Checkpoint, NodeOutput | None]:
         """:meth:`begin` from ``base``, the checkpoint the caller read (and claimed): the one
         ``config.checkpoint_id`` names, else the thread's latest; ``None`` for a new thread,
         whose first checkpoint then has no parent (of two first runs racing on a new thread the
         saver stores one).  A new run gets ``run_id`` if given; ``base_writes`` are ``base``'s
-        pending writes if the caller has read them."""
+        pending writes if the caller has read them; ``extra`` goes into the stored checkpoint's
+        ``extra`` (what an executor records about the invocation)."""
         thread_id = config.thread_id
+        added = dict(extra or {})
         if graph_input.is_resume:
-            return self._resume(base, graph_input.value, config, run_id, base_writes), None
+            stored = self._resume(base, graph_input.value, config, run_id, base_writes, added)
+            return stored, None
         forking = base is not None and config.checkpoint_id is not None
         if forking and graph_input.value is None and _has_pending(base):
             assert base is not None
             resumed = False
-            return self._continue(base, config, "fork", resumed, run_id=run_id), None
+            return self._continue(base, config, "fork", resumed, run_id=run_id, added=added), None
         values = dict(base.values) if base is not None else initial_values(self.spec.schema)
         if graph_input.value:
             apply_update(self.spec.schema, values, graph_input.value)
@@ -238,7 +242,7 @@ class Engine:
                 tasks=tuple(tasks),
                 parent_id=base.checkpoint_id if base is not None else None,
                 node=START,
-                extra={_algo.BARRIERS: barriers} if barriers else {},
+                extra={_algo.BARRIERS: barriers, **added} if barriers else added,
                 metadata={"source": "input", "update": graph_input.value or {}},
             )
         )
@@ -253,6 +257,7 @@ class Engine:
         config: RunnableConfig,
         run_id: str | None,
         base_writes: Sequence[PendingWrite] | None,
+        added: dict[str, Any],
     ) -> Checkpoint:
         if self.saver is None:
             raise GraphStateError("resume needs a checkpoint saver; compile with one")
@@ -275,7 +280,14 @@ class Engine:
                     "fork from it with invoke(None, config)"
                 )
         return self._continue(
-            base, config, "resume", True, update=update, run_id=run_id, base_writes=base_writes
+            base,
+            config,
+            "resume",
+            True,
+            update=update,
+            run_id=run_id,
+            base_writes=base_writes,
+            added=added,
         )
 
     def _continue(
@@ -288,6 +300,7 @@ class Engine:
         update: Mapping[str, Any] | None = None,
         run_id: str | None = None,
         base_writes: Sequence[PendingWrite] | None = None,
+        added: Mapping[str, Any] | None = None,
     ) -> Checkpoint:
         """The checkpoint after ``base`` that runs its pending tasks again (a resume, a fork):
         the same run if ``base`` is the thread's latest, else a new run (``run_id`` if given)."""
@@ -303,6 +316,7 @@ class Engine:
         extra = dict(base.extra)
         extra.pop(COMPLETION_PENDING, None)
         extra[_algo.RESUMED] = resumed
+        extra.update(added or {})
         checkpoint = self.save_child(
             base,
             run_id=None if same_run else (run_id or new_id()),

@@ -29,7 +29,7 @@ from langgraph_celery.graph.types import (
     NodeOutput,
 )
 from langgraph_celery.worker import names
-from langgraph_celery.worker.runtime import cancelled_by_parent
+from langgraph_celery.worker.runtime import cancelled_by_parent, jsonable_config
 
 if TYPE_CHECKING:
     from langgraph_celery.worker.handle import RunHandle
@@ -268,12 +268,14 @@ class CelerySource:
         runtime = self.runtime
         before = latest.checkpoint_id if latest is not None else None
 
+        recorded = {names.RUN_CONFIG: jsonable_config(config)}
+
         async def begin() -> tuple[Checkpoint, NodeOutput | None]:
             if config.checkpoint_id is not None:
                 return await runtime.engine.begin(graph_input, config)
             writes = [w for w in view.writes.values() if w.task_id != names.CLAIM]
             return await runtime.engine.begin_from(
-                latest, graph_input, config, run_id=run_id, base_writes=writes
+                latest, graph_input, config, run_id=run_id, base_writes=writes, extra=recorded
             )
 
         for pause in _pauses():

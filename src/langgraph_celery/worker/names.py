@@ -47,6 +47,7 @@ __all__ = [
     "MARKERS",
     "REAP_TASK",
     "RESUME_TASK",
+    "RUN_CONFIG",
     "STALL_TIMER",
     "START_TASK",
     "STOPS",
@@ -67,6 +68,9 @@ ERROR = "__error__"
 CLAIM = "__claim__"
 CANCEL = "__cancel__"
 MARKERS = frozenset({INTERRUPT, ERROR, CLAIM, CANCEL})
+#: The ``extra`` key of an invocation's first checkpoint that records its config (JSON), so the
+#: reaper re-dispatches a stalled run with the recursion limit and metadata it was started with.
+RUN_CONFIG = "celery_run_config"
 #: The markers that stop a run.
 STOPS = frozenset({INTERRUPT, ERROR, CANCEL})
 

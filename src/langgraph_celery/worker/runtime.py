@@ -39,7 +39,8 @@ __all__ = ["GraphRuntime"]
 log = logging.getLogger("langgraph_celery.worker")
 
 
-def _jsonable_config(config: RunnableConfig) -> dict[str, Any]:
+def jsonable_config(config: RunnableConfig) -> dict[str, Any]:
+    """What a task message (and an invocation's first checkpoint) carries of a run's config."""
     data: dict[str, Any] = {"metadata": dict(config.metadata), "clone_state": config.clone_state}
     if config.recursion_limit is not None:
         data["recursion_limit"] = config.recursion_limit
@@ -82,14 +83,33 @@ class GraphRuntime:
     # -- configs and envelopes ------------------------------------------------------------------
 
     def config_for(self, envelope: TaskEnvelope) -> RunnableConfig:
-        data = envelope.config
+        return self._config(envelope.thread_id, envelope.run_id, envelope.config)
+
+    def _config(self, thread_id: str, run_id: str, data: Mapping[str, Any]) -> RunnableConfig:
         config = RunnableConfig(
-            thread_id=envelope.thread_id,
+            thread_id=thread_id,
             recursion_limit=data.get("recursion_limit"),
             metadata=data.get("metadata") or {},
             clone_state=bool(data.get("clone_state", True)),
         )
-        return config._for_runtime(graph_id=self.graph_id, run_id=envelope.run_id)
+        return config._for_runtime(graph_id=self.graph_id, run_id=run_id)
+
+    def recorded_invocation(self, checkpoint: Checkpoint) -> tuple[RunnableConfig, str, int]:
+        """For a run stalled at ``checkpoint``: the config its current invocation was started
+        with (recorded in the invocation's first checkpoint), that checkpoint's id, and the
+        steps taken since.  Without a record (a checkpoint stored by an earlier version), a
+        plain config and no steps."""
+        current: Checkpoint | None = checkpoint
+        while current is not None and current.run_id == checkpoint.run_id:
+            data = current.extra.get(names.RUN_CONFIG)
+            if isinstance(data, Mapping):
+                config = self._config(checkpoint.thread_id, checkpoint.run_id, data)
+                return config, current.checkpoint_id, checkpoint.step - current.step
+            if current.parent_id is None:
+                break
+            current = self.saver.get(current.thread_id, current.parent_id)
+        config = self._config(checkpoint.thread_id, checkpoint.run_id, {})
+        return config, checkpoint.checkpoint_id, 0
 
     def envelope(
         self,
@@ -109,7 +129,7 @@ class GraphRuntime:
             steps_taken=steps_taken,
             node=task.node if task is not None else None,
             task_id=task.id if task is not None else None,
-            config=_jsonable_config(config),
+            config=jsonable_config(config),
         )
 
     def writes(self, checkpoint: Checkpoint) -> dict[str, Any]:
