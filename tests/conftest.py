@@ -20,14 +20,11 @@ Checkpoint savers:
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from langgraph_celery.checkpoint import BaseCheckpointSaver, SqlSaver
 from services import (
@@ -35,8 +32,9 @@ from services import (
     SAVER_KINDS,
     SaverKind,
     amqp_server_url,
+    flushed_redis_db,
+    fresh_postgres_database,
     make_saver,
-    postgres_admin_url,
     redis_server_url,
     require,
     unique_table_prefix,
@@ -48,19 +46,8 @@ SaverFactory = Callable[[], BaseCheckpointSaver]
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A fresh, empty PostgreSQL database for this session (psycopg 3 URL)."""
-    admin_url, detail = postgres_admin_url()
-    require("postgresql", admin_url is not None, detail)
-    assert admin_url is not None
-    name = f"lgc_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with fresh_postgres_database("lgc_test") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -73,16 +60,8 @@ def _redis_server() -> str:
 @pytest.fixture
 def redis_url(_redis_server: str) -> Iterator[str]:
     """URL of the Redis db reserved for tests, empty at the start and flushed at the end."""
-    import redis
-
-    url = f"{_redis_server}/{REDIS_TEST_DB}"
-    client = redis.Redis.from_url(url)
-    try:
-        client.flushdb()
+    with flushed_redis_db(_redis_server, REDIS_TEST_DB) as url:
         yield url
-        client.flushdb()
-    finally:
-        client.close()
 
 
 @pytest.fixture(scope="session")

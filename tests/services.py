@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -32,6 +34,8 @@ __all__ = [
     "START_COMMANDS",
     "SaverKind",
     "amqp_server_url",
+    "flushed_redis_db",
+    "fresh_postgres_database",
     "in_ci",
     "make_saver",
     "postgres_admin_url",
@@ -137,6 +141,43 @@ def amqp_server_url() -> tuple[str, bool, str]:
     parts = urlsplit(url)
     ok, detail = tcp_reachable(parts.hostname or "127.0.0.1", parts.port or 5672)
     return url, ok, detail
+
+
+@contextmanager
+def flushed_redis_db(server_url: str, db: int) -> Iterator[str]:
+    """The URL of Redis db ``db`` on ``server_url``, flushed before and after."""
+    import redis
+
+    url = f"{server_url}/{db}"
+    client = redis.Redis.from_url(url)
+    try:
+        client.flushdb()
+        yield url
+        client.flushdb()
+    finally:
+        client.close()
+
+
+@contextmanager
+def fresh_postgres_database(prefix: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database ``<prefix>_<hex>`` (its psycopg 3 URL), dropped after;
+    the server is ``require``-d."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    admin_url, detail = postgres_admin_url()
+    require("postgresql", admin_url is not None, detail)
+    assert admin_url is not None
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 def unique_table_prefix() -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from services import redis_server_url, require
+from services import flushed_redis_db, redis_server_url, require
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -245,18 +245,10 @@ def test_worker_refuses_the_in_memory_broker() -> None:
 
 @pytest.fixture
 def demo_redis() -> Iterator[str]:
-    import redis
-
     server, reachable, detail = redis_server_url()
     require("redis", reachable, detail)
-    url = f"{server}/{DEMO_REDIS_DB}"
-    client = redis.Redis.from_url(url)
-    try:
-        client.flushdb()
+    with flushed_redis_db(server, DEMO_REDIS_DB) as url:
         yield url
-        client.flushdb()
-    finally:
-        client.close()
 
 
 def test_demo_on_redis_runs_every_node_on_a_celery_worker_process(

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from celery_support import APPS_DIR, CeleryStack
-from services import REDIS_TEST_DB, unique_table_prefix
+from services import REDIS_TEST_DB, flushed_redis_db, unique_table_prefix
 
 # The test app and its graphs are importable by the test modules too (as by the workers).
 if str(APPS_DIR) not in sys.path:
@@ -43,16 +43,8 @@ def main_worker_options() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def celery_redis_url(_redis_server: str) -> Iterator[str]:
-    import redis
-
-    url = f"{_redis_server}/{REDIS_TEST_DB}"
-    client = redis.Redis.from_url(url)
-    try:
-        client.flushdb()
+    with flushed_redis_db(_redis_server, REDIS_TEST_DB) as url:
         yield url
-        client.flushdb()
-    finally:
-        client.close()
 
 
 def _delete_amqp_queues(url: str, queues: list[str]) -> None:

@@ -47,7 +47,7 @@ from langgraph_celery.checkpoint import MemorySaver
 from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, Timer
 from langgraph_celery.worker import names
 from langgraph_celery.worker.names import celery_task_id
-from services import unique_table_prefix
+from services import flushed_redis_db, unique_table_prefix
 
 #: The Redis db of this module (broker, result backend, counters): flushed before and after, and
 #: by the broker-loss test.  The other Celery modules use db 11.
@@ -122,16 +122,8 @@ class BeatStack(CeleryStack):
 
 @pytest.fixture(scope="module")
 def beat_redis_url(_redis_server: str) -> Iterator[str]:
-    import redis
-
-    url = f"{_redis_server}/{BEAT_REDIS_DB}"
-    client = redis.Redis.from_url(url)
-    try:
-        client.flushdb()
+    with flushed_redis_db(_redis_server, BEAT_REDIS_DB) as url:
         yield url
-        client.flushdb()
-    finally:
-        client.close()
 
 
 @pytest.fixture(scope="module")

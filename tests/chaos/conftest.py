@@ -21,10 +21,8 @@ from pathlib import Path
 
 import pytest
 from chaos_support import ChaosStack, StackFactory
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
-from services import postgres_admin_url, require, unique_table_prefix
+from services import fresh_postgres_database, unique_table_prefix
 
 #: The Redis db of the chaos tests (broker, result backend, the nodes' side channel).
 CHAOS_REDIS_DB = 9
@@ -32,19 +30,8 @@ CHAOS_REDIS_DB = 9
 
 @pytest.fixture(scope="session")
 def chaos_db_url() -> Iterator[str]:
-    admin_url, detail = postgres_admin_url()
-    require("postgresql", admin_url is not None, detail)
-    assert admin_url is not None
-    name = f"lgc_chaos_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with fresh_postgres_database("lgc_chaos") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -18,21 +18,13 @@ from typing import Any
 import pytest
 from fuzz_support import FUZZ_GRAPHS, FUZZ_REDIS_DB, FuzzStack
 
-from services import unique_table_prefix
+from services import flushed_redis_db, unique_table_prefix
 
 
 @pytest.fixture(scope="session")
 def fuzz_redis_url(_redis_server: str) -> Iterator[str]:
-    import redis
-
-    url = f"{_redis_server}/{FUZZ_REDIS_DB}"
-    client = redis.Redis.from_url(url)
-    try:
-        client.flushdb()
+    with flushed_redis_db(_redis_server, FUZZ_REDIS_DB) as url:
         yield url
-        client.flushdb()
-    finally:
-        client.close()
 
 
 @pytest.fixture(scope="session")
