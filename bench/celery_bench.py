@@ -56,9 +56,7 @@ import json
 import os
 import platform
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -75,7 +73,8 @@ import redis
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Engine, make_url
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench._worker import ROOT, WorkerProcess, source_state
+
 REDIS_SERVER = os.environ.get("LGC_BENCH_REDIS_SERVER", "redis://127.0.0.1:6379")
 REDIS_DB = 14
 PG_ADMIN_URL = os.environ.get(
@@ -196,42 +195,16 @@ def cleanup_services(services: Services) -> None:
 # -- the worker -----------------------------------------------------------------------------------
 
 
-class Worker:
+class Worker(WorkerProcess):
     """One ``celery worker -P prefork -c 1`` subprocess on the bench app."""
 
     def __init__(self, services: Services, extra_env: dict[str, str], log_name: str) -> None:
-        self.log_path = services.tmpdir / log_name
-        env = dict(os.environ)
-        env.update(services.env())
-        env.update(extra_env)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-        command = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
+        super().__init__(
             "bench.celery_bench_app",
-            "worker",
-            "-P",
-            "prefork",
-            "-c",
-            "1",
-            "-l",
-            "warning",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "-n",
-            f"lgc-bench-{uuid.uuid4().hex[:6]}@%h",
-        ]
-        self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            concurrency=1,
+            node_name=f"lgc-bench-{uuid.uuid4().hex[:6]}@%h",
+            env={**services.env(), **extra_env},
+            log_path=services.tmpdir / log_name,
         )
 
     def wait_ready(self, bench_app: ModuleType, timeout: float = 60.0) -> None:
@@ -244,22 +217,6 @@ class Worker:
                 if pending.get(timeout=0.5) == "pong":
                     return
         raise RuntimeError(f"the worker was not ready after {timeout} s:\n{self.tail()}")
-
-    def tail(self, lines: int = 40) -> str:
-        self._log.flush()
-        text_ = self.log_path.read_text(errors="replace")
-        return "\n".join(text_.splitlines()[-lines:])
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
-        self._log.close()
 
 
 @contextlib.contextmanager
@@ -863,24 +820,6 @@ def render_profile(profile: ProfileFigures, length: int) -> list[str]:
 # -- main -----------------------------------------------------------------------------------------
 
 
-def _source_state() -> str:
-    """The commit the benchmark ran on, and whether ``src/`` differed from it (read-only git)."""
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "diff", "--quiet", "HEAD", "--", "src"], cwd=ROOT, check=False
-        ).returncode
-    except (OSError, subprocess.CalledProcessError):
-        return "?"
-    return f"{head}{' + uncommitted changes in src/' if dirty else ''}"
-
-
 def _loadavg() -> str:
     try:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -903,7 +842,7 @@ def environment(services: Services, bench_app: ModuleType) -> dict[str, Any]:
         "sqlalchemy": _version("SQLAlchemy"),
         "psycopg": _version("psycopg"),
         "langgraph_celery": _version("langgraph-celery"),
-        "source": _source_state(),
+        "source": source_state(),
         "postgresql": services.pg_version,
         "sqlite": services.sqlite_version,
         "redis_server": redis_server,

@@ -54,7 +54,6 @@ import random
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -73,7 +72,8 @@ import redis
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench._worker import ROOT, WorkerProcess, source_state
+
 REDIS_SERVER = os.environ.get("LGC_SOAK_REDIS_SERVER", "redis://127.0.0.1:6379")
 BROKER_DB = 8
 AUX_DB = 7
@@ -234,47 +234,18 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-class Worker:
+class Worker(WorkerProcess):
     """One ``celery -A bench.soak_app worker -P prefork -c 2 -n <name>@%h`` subprocess."""
 
     def __init__(self, services: Services, name: str) -> None:
         self.name = name
-        self.log_path = services.tmpdir / f"worker-{name}.log"
-        env = dict(os.environ)
-        env.update(services.env())
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-        command = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
+        super().__init__(
             "bench.soak_app",
-            "worker",
-            "-P",
-            "prefork",
-            "-c",
-            "2",
-            "-l",
-            "warning",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "-n",
-            f"{name}@%h",
-        ]
-        self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            concurrency=2,
+            node_name=f"{name}@%h",
+            env=services.env(),
+            log_path=services.tmpdir / f"worker-{name}.log",
         )
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
 
     def pool(self) -> list[int]:
         return children_of(self.pid)
@@ -286,27 +257,6 @@ class Worker:
             "pool_kib": sum(rss_kib(p) for p in pool),
             "pool_processes": len(pool),
         }
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def tail(self, lines: int = 30) -> str:
-        self._log.flush()
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
-        # pool processes left behind by the SIGTERM path (same session, started by us)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self._log.close()
 
 
 def wait_workers(app_module: ModuleType, workers: Sequence[Worker], timeout: float = 90.0) -> None:
@@ -1115,23 +1065,6 @@ def render_problems(problems: Sequence[Problem], limit: int = 12) -> str:
 # -- main -----------------------------------------------------------------------------------------
 
 
-def _source_state() -> str:
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "diff", "--quiet", "HEAD", "--", "src"], cwd=ROOT, check=False
-        ).returncode
-    except (OSError, subprocess.CalledProcessError):
-        return "?"
-    return f"{head}{' + uncommitted changes in src/' if dirty else ''}"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=2000, help="runs to start (default 2000)")
@@ -1200,7 +1133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "postgresql": services.pg_version,
             "redis_server": redis_server,
             "cpus": os.cpu_count(),
-            "source": _source_state(),
+            "source": source_state(),
             "inflight": args.inflight,
             "seed": seed,
             "loadavg_before": " ".join(f"{x:.2f}" for x in os.getloadavg()),
