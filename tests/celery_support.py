@@ -281,8 +281,30 @@ def run_client(settings: Mapping[str, str], code: str, timeout: float = 60) -> A
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+class BundleAccess:
+    """What a test stack reads from its ``bundle``: the ``Bundle`` its app module's ``build``
+    returned (``app``, ``saver``, ``executor``, ``graphs`` by graph id)."""
+
+    bundle: Any
+
+    @property
+    def app(self) -> Any:
+        return self.bundle.app
+
+    @property
+    def saver(self) -> Any:
+        return self.bundle.saver
+
+    @property
+    def executor(self) -> Any:
+        return self.bundle.executor
+
+    def graph(self, graph_id: str) -> Any:
+        return self.bundle.graphs[graph_id]
+
+
 @dataclass
-class CeleryStack:
+class CeleryStack(BundleAccess):
     """One test module's Celery world: settings, the app as the test process builds it, workers.
 
     ``bundle`` (``lgc_app.Bundle``) has ``app``, ``saver`` and ``graphs`` (by graph id).
@@ -296,23 +318,12 @@ class CeleryStack:
     others: list[ServiceProcess] = field(default_factory=list)
 
     @property
-    def app(self) -> Any:
-        return self.bundle.app
-
-    @property
-    def saver(self) -> Any:
-        return self.bundle.saver
-
-    @property
     def queue(self) -> str:
         return self.settings["LGC_QUEUE"]
 
     @property
     def special_queue(self) -> str:
         return self.settings["LGC_SPECIAL_QUEUE"]
-
-    def graph(self, graph_id: str) -> Any:
-        return self.bundle.graphs[graph_id]
 
     def build(self) -> None:
         if str(APPS_DIR) not in sys.path:

@@ -65,10 +65,6 @@ class BeatStack(CeleryStack):
     def held_queue(self) -> str:
         return self.settings["LGC_HELD_QUEUE"]
 
-    @property
-    def executor(self) -> Any:
-        return self.bundle.executor
-
     def build(self) -> None:
         import lgc_beat_app
 

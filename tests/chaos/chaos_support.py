@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from celery_support import ServiceProcess, launch_worker, subprocess_env
+from celery_support import BundleAccess, ServiceProcess, launch_worker, subprocess_env
 from langgraph_celery.beat.reaper import ReapReport, reap
 from langgraph_celery.checkpoint.base import Checkpoint
 from langgraph_celery.worker import names
@@ -58,7 +58,7 @@ def start_worker(
 
 
 @dataclass
-class ChaosStack:
+class ChaosStack(BundleAccess):
     """One test module's world: settings, the app as the test process builds it, workers."""
 
     settings: dict[str, str]
@@ -72,21 +72,6 @@ class ChaosStack:
 
         self.bundle = chaos_app.build(self.settings)
         self.bundle.saver.setup()
-
-    @property
-    def saver(self) -> Any:
-        return self.bundle.saver
-
-    @property
-    def executor(self) -> Any:
-        return self.bundle.executor
-
-    @property
-    def app(self) -> Any:
-        return self.bundle.app
-
-    def graph(self, graph_id: str) -> Any:
-        return self.bundle.graphs[graph_id]
 
     def start_worker(self, name: str = "main", concurrency: int = 2) -> ServiceProcess:
         worker = start_worker(self.settings, self.log_dir, name, concurrency)

@@ -19,7 +19,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
 
-from celery_support import ServiceProcess, launch_worker, wait_until
+from celery_support import BundleAccess, ServiceProcess, launch_worker, wait_until
 
 __all__ = [
     "APPS_DIR",
@@ -112,7 +112,7 @@ def log_records(text: str) -> list[tuple[str, str]]:
 
 
 @dataclass
-class FuzzStack:
+class FuzzStack(BundleAccess):
     """The fuzz app's world: settings, the app as the test process builds it, one worker."""
 
     settings: dict[str, str]
@@ -122,19 +122,8 @@ class FuzzStack:
     extra: list[ServiceProcess] = field(default_factory=list)
 
     @property
-    def app(self) -> Any:
-        return self.bundle.app
-
-    @property
-    def saver(self) -> Any:
-        return self.bundle.saver
-
-    @property
     def queue(self) -> str:
         return self.settings["FUZZ_QUEUE"]
-
-    def graph(self, graph_id: str) -> Any:
-        return self.bundle.graphs[graph_id]
 
     def start(self) -> None:
         import fuzz_app
