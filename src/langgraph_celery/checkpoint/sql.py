@@ -12,6 +12,7 @@ does not connect.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -43,6 +44,8 @@ from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.serde import Serializer
 
 __all__ = ["SqlSaver"]
+
+log = logging.getLogger("langgraph_celery.checkpoint")
 
 #: Seconds a SQLite connection waits for another writer's lock before failing.
 SQLITE_BUSY_TIMEOUT = 30.0
@@ -136,8 +139,20 @@ class SqlSaver(BaseCheckpointSaver):
             postgresql_where=table.c.parent_id.is_(None),
             sqlite_where=table.c.parent_id.is_(None),
         )
-        index.create(self._engine, checkfirst=True)
         table.indexes.discard(index)  # (described here only: create_all must not see it)
+        try:
+            index.create(self._engine, checkfirst=True)
+        except IntegrityError as exc:
+            # Tables of an earlier version where a thread already has two first checkpoints:
+            # the saver still works, without this guard, and says what to fix.
+            log.warning(
+                "%s: not adding the one-first-checkpoint-per-thread index %s: a thread already "
+                "has two checkpoints without a parent (%s); remove one of them (or release the "
+                "thread) and call setup() again",
+                self,
+                index.name,
+                exc.orig,
+            )
 
     def dispose(self) -> None:
         """Close the connection pool, if this saver created the engine (else do nothing)."""
