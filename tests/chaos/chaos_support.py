@@ -11,10 +11,12 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from celery_support import BundleAccess, ServiceProcess, launch_worker, subprocess_env
 from langgraph_celery.beat.reaper import ReapReport, reap
@@ -247,3 +249,38 @@ def describe(stack: ChaosStack, thread: str) -> str:
     lines.append(f"  started: {started(stack.side, thread)}")
     lines.append(stack.logs())
     return "\n".join(lines)
+
+
+#: The final log of each graph of the mixed runs (``chain`` and ``fan`` of ``chaos_app``).
+EXPECTED = {"chain": ["a", "b", "c"], "fan": ["a", "b", "c", "d"]}
+
+
+def start_mixed_runs(
+    stack: ChaosStack, prefix: str, count: int, sleep: float
+) -> list[tuple[str, str, Any]]:
+    """Start ``count`` runs, alternately ``chain`` and ``fan``, each node sleeping ``sleep`` s,
+    on threads ``<prefix>-<index>-<hex>``; ``(graph_id, thread, handle)`` each."""
+    from langgraph_celery import RunnableConfig
+
+    runs = []
+    for index in range(count):
+        graph_id = ("chain", "fan")[index % 2]
+        thread = f"{prefix}-{index}-{uuid.uuid4().hex[:8]}"
+        sleeps = {node: sleep for node in EXPECTED[graph_id]}
+        handle = stack.graph(graph_id).start({"sleep": sleeps}, RunnableConfig(thread_id=thread))
+        runs.append((graph_id, thread, handle))
+    return runs
+
+
+def assert_runs_exact(
+    stack: ChaosStack, runs: Sequence[tuple[str, str, Any]], lost: str, timeout: float = 45
+) -> None:
+    """Every run completes (else the test fails with ``run ... <lost>`` and the thread's story)
+    with its expected log, each update applied once."""
+    for graph_id, thread, handle in runs:
+        try:
+            result = handle.wait(timeout=timeout)
+        except TimeoutError:
+            pytest.fail(f"run {thread} {lost}\n{describe(stack, thread)}")
+        assert result.as_state_data()["log"] == EXPECTED[graph_id]
+        assert_exact(stack.saver, thread, EXPECTED[graph_id])

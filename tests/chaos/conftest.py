@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from chaos_support import ChaosStack, StackFactory
+from chaos_support import ChaosStack, ReaperThread, StackFactory
 
 from services import fresh_postgres_database, unique_table_prefix
 
@@ -86,3 +86,14 @@ def chaos_stack(make_stack: StackFactory) -> ChaosStack:
 @pytest.fixture
 def thread() -> str:
     return f"thread-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def reaper(stack: ChaosStack) -> Iterator[ReaperThread]:
+    """A reaper pass every so often in this process, on the module's ``stack``, while the test
+    runs."""
+    thread = ReaperThread(stack.executor).start()
+    try:
+        yield thread
+    finally:
+        thread.stop()

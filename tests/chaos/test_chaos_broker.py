@@ -13,15 +13,20 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from chaos_support import ChaosStack, ReaperThread, StackFactory, assert_exact, describe, started
+from chaos_support import (
+    ChaosStack,
+    ReaperThread,
+    StackFactory,
+    assert_runs_exact,
+    start_mixed_runs,
+    started,
+)
 
 from celery_support import free_port, wait_until
-from langgraph_celery import RunnableConfig
 from services import require
 
 pytestmark = pytest.mark.timeout(150)
@@ -30,7 +35,6 @@ ROUNDS = 3
 FLUSH_ROUNDS = 2
 RUNS_PER_ROUND = 8
 SLEEP = 0.15
-EXPECTED = {"chain": ["a", "b", "c"], "fan": ["a", "b", "c", "d"]}
 
 
 class RedisServer:
@@ -103,15 +107,6 @@ def stack(make_stack: StackFactory, server: RedisServer) -> ChaosStack:
     return make_stack(broker_url=f"{server.url}/9")
 
 
-@pytest.fixture
-def reaper(stack: ChaosStack) -> Iterator[ReaperThread]:
-    thread = ReaperThread(stack.executor).start()
-    try:
-        yield thread
-    finally:
-        thread.stop()
-
-
 def _rounds(
     stack: ChaosStack, reaper: ReaperThread, lose_messages: Callable[[], None], rounds: int
 ) -> None:
@@ -119,15 +114,7 @@ def _rounds(
     every run completes with its exact state, some of them thanks to the reaper."""
     runs = []
     for round_ in range(rounds):
-        handles = []
-        for index in range(RUNS_PER_ROUND):
-            graph_id = ("chain", "fan")[index % 2]
-            thread = f"broker-{round_}-{index}-{uuid.uuid4().hex[:8]}"
-            sleeps = {node: SLEEP for node in EXPECTED[graph_id]}
-            handle = stack.graph(graph_id).start(
-                {"sleep": sleeps}, RunnableConfig(thread_id=thread)
-            )
-            handles.append((graph_id, thread, handle))
+        handles = start_mixed_runs(stack, f"broker-{round_}", RUNS_PER_ROUND, SLEEP)
         # mid-flight: some nodes ran, most messages are still queued or unacknowledged
         wait_until(
             lambda h=handles: sum(len(started(stack.side, t)) for _, t, _ in h) >= 3,
@@ -136,13 +123,7 @@ def _rounds(
             "the first nodes to start",
         )
         lose_messages()
-        for graph_id, thread, handle in handles:
-            try:
-                result = handle.wait(timeout=45)
-            except TimeoutError:
-                pytest.fail(f"run {thread} lost with the broker\n{describe(stack, thread)}")
-            assert result.as_state_data()["log"] == EXPECTED[graph_id]
-            assert_exact(stack.saver, thread, EXPECTED[graph_id])
+        assert_runs_exact(stack, handles, "lost with the broker")
         runs.extend(handles)
     redispatched = reaper.threads("redispatched")
     assert redispatched, "no message was lost: nothing for the reaper to do"

@@ -10,10 +10,16 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
-from chaos_support import ChaosStack, assert_exact, describe, history, started
+from chaos_support import (
+    EXPECTED,
+    ChaosStack,
+    assert_exact,
+    assert_runs_exact,
+    history,
+    start_mixed_runs,
+    started,
+)
 
 from langgraph_celery import RunnableConfig
 from langgraph_celery.worker import names
@@ -21,29 +27,14 @@ from langgraph_celery.worker import names
 pytestmark = pytest.mark.timeout(120)
 
 RUNS = 20
-EXPECTED = {"chain": ["a", "b", "c"], "fan": ["a", "b", "c", "d"]}
 
 
 def test_duplicated_messages_apply_once(chaos_stack: ChaosStack) -> None:
     stack = chaos_stack
-    runs = []
-    for index in range(RUNS):
-        graph_id = ("chain", "fan")[index % 2]
-        thread = f"dup-{index}-{uuid.uuid4().hex[:8]}"
-        sleeps = {node: 0.05 for node in EXPECTED[graph_id]}
-        handle = stack.graph(graph_id).start({"sleep": sleeps}, RunnableConfig(thread_id=thread))
-        runs.append((graph_id, thread, handle))
-
-    executions = applications = 0
-    for graph_id, thread, handle in runs:
-        try:
-            result = handle.wait(timeout=60)
-        except TimeoutError:
-            pytest.fail(f"run {thread} did not complete\n{describe(stack, thread)}")
-        assert result.as_state_data()["log"] == EXPECTED[graph_id]
-        assert_exact(stack.saver, thread, EXPECTED[graph_id])
-        executions += len(started(stack.side, thread))
-        applications += len(EXPECTED[graph_id])
+    runs = start_mixed_runs(stack, "dup", RUNS, 0.05)
+    assert_runs_exact(stack, runs, "did not complete", timeout=60)
+    executions = sum(len(started(stack.side, thread)) for _, thread, _ in runs)
+    applications = sum(len(EXPECTED[graph_id]) for graph_id, _, _ in runs)
     # the copies really ran (a node of a one-task step runs again, then loses the
     # compare-and-set); none of them was applied
     assert executions > applications, (executions, applications)

@@ -10,29 +10,25 @@ from __future__ import annotations
 
 import os
 import signal
-import uuid
-from collections.abc import Iterator
 
 import pytest
 from chaos_support import (
     ChaosStack,
     ReaperThread,
     StackFactory,
-    assert_exact,
-    describe,
+    assert_runs_exact,
     parent_of,
+    start_mixed_runs,
     started,
 )
 
 from celery_support import wait_until
-from langgraph_celery import RunnableConfig
 
 pytestmark = pytest.mark.timeout(120)
 
 ROUNDS = 3
 RUNS_PER_ROUND = 6
 SLEEP = 0.3
-EXPECTED = {"chain": ["a", "b", "c"], "fan": ["a", "b", "c", "d"]}
 
 
 @pytest.fixture(scope="module")
@@ -40,29 +36,12 @@ def stack(make_stack: StackFactory) -> ChaosStack:
     return make_stack()  # the survivor: one worker, two pool processes
 
 
-@pytest.fixture
-def reaper(stack: ChaosStack) -> Iterator[ReaperThread]:
-    thread = ReaperThread(stack.executor).start()
-    try:
-        yield thread
-    finally:
-        thread.stop()
-
-
 def test_kill_whole_worker_mid_node(stack: ChaosStack, reaper: ReaperThread) -> None:
     survivor = stack.workers[0]
     runs = []
     for round_ in range(ROUNDS):
         victim = stack.start_worker(f"victim{round_}")
-        handles = []
-        for index in range(RUNS_PER_ROUND):
-            graph_id = ("chain", "fan")[index % 2]
-            thread = f"wkill-{round_}-{index}-{uuid.uuid4().hex[:8]}"
-            sleeps = {node: SLEEP for node in EXPECTED[graph_id]}
-            handle = stack.graph(graph_id).start(
-                {"sleep": sleeps}, RunnableConfig(thread_id=thread)
-            )
-            handles.append((graph_id, thread, handle))
+        handles = start_mixed_runs(stack, f"wkill-{round_}", RUNS_PER_ROUND, SLEEP)
 
         def victim_busy(
             h: list[tuple[str, str, object]] = handles, main: int = victim.process.pid
@@ -73,13 +52,7 @@ def test_kill_whole_worker_mid_node(stack: ChaosStack, reaper: ReaperThread) -> 
         wait_until(victim_busy, 20, 0.005, "a node to start on the victim worker")
         os.killpg(victim.process.pid, signal.SIGKILL)  # the worker and its pool, at once
         victim.process.wait(10)
-        for graph_id, thread, handle in handles:
-            try:
-                result = handle.wait(timeout=45)
-            except TimeoutError:
-                pytest.fail(f"run {thread} lost with its worker\n{describe(stack, thread)}")
-            assert result.as_state_data()["log"] == EXPECTED[graph_id]
-            assert_exact(stack.saver, thread, EXPECTED[graph_id])
+        assert_runs_exact(stack, handles, "lost with its worker")
         runs.extend(handles)
         assert survivor.alive(), survivor.log()[-4000:]
     redispatched = reaper.threads("redispatched")

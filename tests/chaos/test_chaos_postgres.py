@@ -15,7 +15,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -76,15 +76,6 @@ class Killer:
 @pytest.fixture(scope="module")
 def stack(make_stack: StackFactory) -> ChaosStack:
     return make_stack(concurrency=3)
-
-
-@pytest.fixture
-def reaper(stack: ChaosStack) -> Iterator[ReaperThread]:
-    thread = ReaperThread(stack.executor).start()
-    try:
-        yield thread
-    finally:
-        thread.stop()
 
 
 def test_connections_killed_mid_run(stack: ChaosStack, reaper: ReaperThread) -> None:
