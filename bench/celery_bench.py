@@ -26,10 +26,8 @@ unique prefix dropped at the end) or, for comparison, to a SQLite file in a temp
    of one task (``bench.stamp`` returns ``time.time()`` at its start).
 
 Scenario 1 also times, on the same worker, ours through ``graph.start(...)`` +
-``RunHandle.wait()`` (``pg_wait``: the client polls less often), ours on the same PostgreSQL
-database through an ``AUTOCOMMIT`` engine (``pgac``: an experiment, one round trip per saver call
-instead of three), and a bare chain of ``noop_default`` (Celery's default task options instead of
-the ones the executor sets on the app).
+``RunHandle.wait()`` (``pg_wait``) and a bare chain of ``noop_default`` (Celery's default task
+options instead of the ones the executor sets on the app).
 
 Then, unless ``--no-profile``:
 
@@ -70,8 +68,8 @@ from types import ModuleType
 from typing import Any
 
 import redis
-from sqlalchemy import create_engine, event, text
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from bench._worker import ROOT, WorkerProcess, source_state
 
@@ -85,7 +83,7 @@ CONCURRENT_RUNS = 40
 TARGET_RATIO = 1.3
 TARGET_RESUME_P50_MS = 20.0
 KINDS = ("pg", "sqlite")
-PROFILE_KINDS = ("pg", "pgac", "sqlite")
+PROFILE_KINDS = ("pg", "sqlite")
 SPLIT_PARTS = ("head", "span", "tail")
 
 
@@ -339,9 +337,8 @@ def bare_hop_once(bench_app: ModuleType) -> float:
 
 
 #: Scenario 1 variants: ours on each saver via invoke, ours on PostgreSQL via start()+wait(),
-#: ours on PostgreSQL through an AUTOCOMMIT engine (``pgac``, an experiment), bare chains of
-#: ``noop`` (the app's options) and of ``noop_default`` (Celery's defaults).
-CHAIN_VARIANTS = ("bare", "bare_default", "pg", "sqlite", "pg_wait", "pgac")
+#: bare chains of ``noop`` (the app's options) and of ``noop_default`` (Celery's defaults).
+CHAIN_VARIANTS = ("bare", "bare_default", "pg", "sqlite", "pg_wait")
 
 
 @dataclass
@@ -580,19 +577,22 @@ def cpu_pass(services: Services, bench_app: ModuleType, worker: Worker, runs: in
 class _ClientCounter:
     """Counts the client's SQL statements and saver calls (polls) while ``active``."""
 
-    def __init__(self, engine: Engine, saver: Any) -> None:
-        self.engine = engine
+    def __init__(self, saver: Any) -> None:
         self.saver = saver
         self.active = False
         self.statements = 0
         self.calls: dict[str, int] = {}
-        event.listen(engine, "before_cursor_execute", self._on_statement)
+        execute = saver._execute
+
+        def counted(statement: Any, params: Any) -> Any:
+            # every saver statement goes through here (one statement, autocommit)
+            if self.active:
+                self.statements += 1
+            return execute(statement, params)
+
+        saver._execute = counted
         for name in ("get", "get_writes", "put_writes", "put", "list"):
             setattr(saver, name, self._counting(name, getattr(saver, name)))
-
-    def _on_statement(self, *_: Any) -> None:
-        if self.active:
-            self.statements += 1
 
     def _counting(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -603,8 +603,7 @@ class _ClientCounter:
         return wrapper
 
     def close(self) -> None:
-        event.remove(self.engine, "before_cursor_execute", self._on_statement)
-        for name in ("get", "get_writes", "put_writes", "put", "list"):
+        for name in ("_execute", "get", "get_writes", "put_writes", "put", "list"):
             with contextlib.suppress(AttributeError):
                 delattr(self.saver, name)
 
@@ -629,7 +628,7 @@ def profile_pass(
         client: dict[str, dict[str, float]] = {}
         for kind in PROFILE_KINDS:
             saver = bench_app.SAVERS[kind]
-            counter = _ClientCounter(saver.engine, saver)
+            counter = _ClientCounter(saver)
             try:
                 counter.active = True
                 for _ in range(runs):
@@ -731,9 +730,6 @@ def render(report: Report) -> str:
     row("   ours PG via start()+wait(): ms/run", med["pg_wait"], None, med["bare"])
     wait_split = " / ".join(f"{chain_.split_ms['pg_wait'][p]:.2f}" for p in SPLIT_PARTS)
     lines.append(f"{'     its head / span / tail ms (median)':<46}{wait_split:>10}")
-    row("   ours PG, AUTOCOMMIT engine (experiment)", med["pgac"], None, med["bare"])
-    ac_split = " / ".join(f"{chain_.split_ms['pgac'][p]:.2f}" for p in SPLIT_PARTS)
-    lines.append(f"{'     its head / span / tail ms (median)':<46}{ac_split:>10}")
     default = med["bare_default"]
     lines.append(
         f"{'   bare, Celery default task options: ms/run':<46}{'':23}{default:9.2f}"
@@ -804,7 +800,7 @@ def render_profile(profile: ProfileFigures, length: int) -> list[str]:
         lines.append(
             f"  {kind:<24} {data['tasks']:5d} tasks  body {data['body_ms']:.2f} ms "
             f"({data['body_cpu_ms']:.2f} CPU)  "
-            f"SQL {data['sql_statements']:.2f} stmts, {data['commits']:.2f} commits, "
+            f"SQL {data['sql_statements']:.2f} stmts, "
             f"{data['pg_round_trips']:.2f} PG round trips"
         )
         if phases:

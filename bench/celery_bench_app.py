@@ -19,8 +19,7 @@ passes them to the worker):
 Graphs (``<kind>`` is ``pg`` or ``sqlite``): ``chain_<kind>`` is a chain of :data:`CHAIN_LENGTH`
 nodes each adding 1 to ``count``; ``pair_<kind>`` is ``a -> b``; ``resume_<kind>`` is ``a -> b``
 with ``interrupt_before=("b",)``, where ``b`` records ``time.time()`` at its start into
-``b_started``.  ``chain_pgac`` is the chain on the same PostgreSQL database through an
-``AUTOCOMMIT`` engine (an experiment: one round trip per saver call).
+``b_started``.
 
 Bare tasks: ``bench.noop`` (takes and returns a small dict; the app's options, which the
 executor set), ``bench.noop_default`` (the same with Celery's default task options),
@@ -41,7 +40,6 @@ from typing import Any
 
 from celery.app.base import Celery
 from celery.signals import task_postrun, task_prerun
-from sqlalchemy import create_engine, event
 
 from langgraph_celery import END, START, Channel, CompileConfig, CompiledGraph, StateGraph
 from langgraph_celery.celery import CeleryExecutor
@@ -151,13 +149,6 @@ def _pair_graph(saver: SqlSaver, graph_id: str, interrupt: bool, b: Any) -> Comp
     )
 
 
-def _psycopg_url(url: str) -> str:
-    for scheme in ("postgresql://", "postgres://"):
-        if url.startswith(scheme):
-            return "postgresql+psycopg://" + url[len(scheme) :]
-    return url
-
-
 #: Savers by kind (``pg``, ``sqlite``), for the kinds configured.
 SAVERS: dict[str, SqlSaver] = {}
 #: Compiled graphs by name (``chain_pg``, ``pair_sqlite``, ``resume_pg``, ...).
@@ -171,17 +162,6 @@ for _kind, _url in (("pg", PG_URL), ("sqlite", SQLITE_URL)):
     GRAPHS[f"chain_{_kind}"] = _chain_graph(_saver, f"bench_chain_{_kind}")
     GRAPHS[f"pair_{_kind}"] = _pair_graph(_saver, f"bench_pair_{_kind}", False, _add_one)
     GRAPHS[f"resume_{_kind}"] = _pair_graph(_saver, f"bench_resume_{_kind}", True, _record_start)
-
-if PG_URL:
-    # An experiment, not a recommended set-up: the same database through an AUTOCOMMIT engine,
-    # so that each single-statement saver call is one round trip instead of three (BEGIN,
-    # statement, COMMIT).  ``release`` loses its atomicity this way; the chain never calls it.
-    _autocommit = SqlSaver(
-        create_engine(_psycopg_url(PG_URL), isolation_level="AUTOCOMMIT"),
-        table_prefix=TABLE_PREFIX,
-    )
-    SAVERS["pgac"] = _autocommit
-    GRAPHS["chain_pgac"] = _chain_graph(_autocommit, "bench_chain_pgac")
 
 
 # -- worker-side profiling (LGC_BENCH_PROFILE=1) --------------------------------------------------
@@ -201,7 +181,6 @@ class _Collector:
         self.phase_s: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self.phase_cpu_s: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self.sql: dict[str, int] = defaultdict(int)
-        self.commits: dict[str, int] = defaultdict(int)
         self.pg_statements: dict[str, int] = defaultdict(int)
         self.pg_commands: dict[str, int] = defaultdict(int)
         self.profiler: cProfile.Profile | None = None
@@ -239,7 +218,6 @@ class _Collector:
                 "body_ms": 1000 * self.body_s[kind] / count,
                 "body_cpu_ms": 1000 * self.body_cpu_s[kind] / count,
                 "sql_statements": self.sql[kind] / count,
-                "commits": self.commits[kind] / count,
                 "pg_round_trips": (self.pg_statements[kind] + self.pg_commands[kind]) / count,
                 "phases": {
                     phase: {
@@ -287,19 +265,19 @@ def _install_profiling() -> None:
             setattr(saver, phase, _collector.timed(f"saver.{phase}", getattr(saver, phase)))
 
         postgres = saver.engine.dialect.name == "postgresql"
+        execute = saver._execute
 
-        def on_statement(*_: Any, postgres: bool = postgres) -> None:
+        def counted(
+            statement: Any, params: Any, execute: Any = execute, postgres: bool = postgres
+        ) -> Any:
+            # every saver statement goes through here (one statement, autocommit)
             if _collector.current is not None:
                 _collector.sql[_collector.current] += 1
                 if postgres:
                     _collector.pg_statements[_collector.current] += 1
+            return execute(statement, params)
 
-        def on_commit(*_: Any) -> None:
-            if _collector.current is not None:
-                _collector.commits[_collector.current] += 1
-
-        event.listen(saver.engine, "before_cursor_execute", on_statement)
-        event.listen(saver.engine, "commit", on_commit)
+        setattr(saver, "_execute", counted)  # noqa: B010 - shadows the method on purpose
     _count_psycopg_commands()
     setattr(  # noqa: B010 - instance attribute shadows the method on purpose
         executor, "_send_node", _collector.timed("send_node", executor._send_node)

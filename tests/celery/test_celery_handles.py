@@ -12,7 +12,7 @@ from celery_support import CeleryStack, run_client, wait_until
 from langgraph_celery import END, CompileConfig, GraphInput, GraphStateError, RunnableConfig
 from langgraph_celery.celery import RunHandle
 from langgraph_celery.checkpoint import MemorySaver
-from langgraph_celery.worker.names import celery_task_id
+from langgraph_celery.worker.names import celery_task_id, thread_channel
 
 
 def calls(redis_client: Any, thread: str, node: str) -> int:
@@ -263,3 +263,43 @@ def test_update_state_on_a_parked_run_then_resume_as_in_process(
         results.append((dict(state.data), [(s.step, s.node, s.next) for s in history]))
     assert results[1] == results[0]
     assert results[0][0]["log"] == ["a", "human", "gate", "b"]
+
+
+# -- wake-ups --------------------------------------------------------------------------------------
+
+
+def test_followers_are_woken_at_each_step_by_the_result_backend(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    """With a Redis result backend, each node task's stored result wakes a follower of the run,
+    and the worker publishes nothing of its own until the run stops."""
+    executor = celery_stack.executor
+    assert executor.notifier.steps_published_by_backend
+    worker_channel = redis_client.pubsub()
+    worker_channel.subscribe(thread_channel(thread))
+    assert worker_channel.get_message(timeout=5)["type"] == "subscribe"
+    graph = celery_stack.graph("slow")
+    handle = graph.start(
+        {"thread": thread, "sleep": 0.3, "sleep_b": 0.3, "sleep_c": 0.3},
+        RunnableConfig(thread_id=thread),
+    )
+    follower = executor.notifier.subscribe(thread, run_id=handle.run_id)
+    assert follower is not None
+    steps_seen = []
+    try:
+        deadline = time.monotonic() + 20
+        while handle.status() == "running" and time.monotonic() < deadline:
+            if follower.wait(2.0):  # (far beyond a step: a wake-up, not a fallback read)
+                steps_seen.append(len(graph.get_state_history(RunnableConfig(thread_id=thread))))
+    finally:
+        follower.close()
+    assert handle.wait(timeout=20).as_state_data()["log"] == ["a", "b", "c"]
+    # a wake-up per step (a and b: c's may come after the status read says completed), each
+    # after its step was stored, never at a task's start
+    assert len(steps_seen) >= 2, steps_seen
+    assert steps_seen == sorted(set(steps_seen)), steps_seen
+    published = []
+    while (message := worker_channel.get_message(timeout=0.5)) is not None:
+        published.append(message)
+    worker_channel.close()
+    assert len(published) == 1, published  # only the run's completion

@@ -105,7 +105,7 @@ def test_connections_killed_mid_run(stack: ChaosStack, reaper: ReaperThread) -> 
             runs.extend(handles)
             time.sleep(0.2)
         assert killer.terminated > 0, "no connection was killed"
-    stack.saver.engine.dispose()  # the test's own reads below: no connection killed earlier
+    stack.saver.dispose()  # the test's own reads below: no connection killed earlier
     for graph_id, thread, _ in runs:
         assert_exact(stack.saver, thread, EXPECTED[graph_id])
     logs = stack.logs(tail=10**7)

@@ -20,11 +20,12 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Index, Row, create_engine, delete, event, select
+from sqlalchemy import Engine, Index, create_engine, delete, event, select
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.pool import StaticPool
 
+from langgraph_celery.checkpoint._direct import DirectConnections, DirectStatement, compile_direct
 from langgraph_celery.checkpoint._schema import (
     DEFAULT_TABLE_PREFIX,
     as_utc,
@@ -81,8 +82,13 @@ class SqlSaver(BaseCheckpointSaver):
             self._engine = _create_engine(url_or_engine)
             self._owns_engine = True
         self._autocommit_engine = self._engine.execution_options(isolation_level="AUTOCOMMIT")
-        # An in-memory SQLite database is one connection shared by every thread: take turns.
-        serial_lock = threading.RLock() if _is_sqlite_memory(self._engine.url) else None
+        # An in-memory SQLite database is one connection shared by every thread: take turns,
+        # through SQLAlchemy.  Any other database: statements run on the saver's own DBAPI
+        # connections (see checkpoint/_direct.py).
+        memory = _is_sqlite_memory(self._engine.url)
+        serial_lock = threading.RLock() if memory else None
+        self._direct = None if memory else DirectConnections(self._engine)
+        self._compiled: dict[tuple[int, tuple[str, ...]], DirectStatement] = {}
         self._serial: Callable[[], AbstractContextManager[Any]] = (
             nullcontext if serial_lock is None else (lambda: serial_lock)
         )
@@ -155,7 +161,10 @@ class SqlSaver(BaseCheckpointSaver):
             )
 
     def dispose(self) -> None:
-        """Close the connection pool, if this saver created the engine (else do nothing)."""
+        """Close the saver's idle connections, and the engine's pool if this saver created the
+        engine.  The saver stays usable: it connects again when next called."""
+        if self._direct is not None:
+            self._direct.close()
         if self._owns_engine:
             self._engine.dispose()
 
@@ -174,8 +183,7 @@ class SqlSaver(BaseCheckpointSaver):
             "body": body,
         }
         try:
-            with self._autocommit() as conn:
-                conn.execute(self._sql.put, row)
+            self._write(self._sql.put, row)
         except IntegrityError as exc:
             if not _is_unique_violation(exc):
                 raise
@@ -201,17 +209,10 @@ class SqlSaver(BaseCheckpointSaver):
     ) -> None:
         values = {"run_id": run_id, "graph_id": graph_id, "kind": kind, "due_at": as_utc(due_at)}
         sql = self._sql
-        with self._autocommit() as conn:
-            if sql.upsert_timer is not None:
-                conn.execute(sql.upsert_timer, {"thread_id": thread_id, **values})
-                return
-            updated = conn.execute(
-                sql.update_timer,
-                {"b_thread_id": thread_id, **values},
-                execution_options={"preserve_rowcount": True},
-            )
-            if not updated.rowcount:
-                conn.execute(sql.insert_timer, {"thread_id": thread_id, **values})
+        if sql.upsert_timer is not None:
+            self._write(sql.upsert_timer, {"thread_id": thread_id, **values})
+        elif not self._write(sql.update_timer, {"b_thread_id": thread_id, **values}):
+            self._write(sql.insert_timer, {"thread_id": thread_id, **values})
 
     def clear_timer(self, thread_id: str, run_id: str, due_at: datetime | None = None) -> None:
         params: dict[str, Any] = {"thread_id": thread_id, "run_id": run_id}
@@ -219,8 +220,7 @@ class SqlSaver(BaseCheckpointSaver):
         if due_at is not None:
             params["due_at"] = as_utc(due_at)
             statement = self._sql.clear_timer_at
-        with self._autocommit() as conn:
-            conn.execute(statement, params)
+        self._write(statement, params)
 
     def due_timers(self, now: datetime, limit: int = 100) -> Sequence[Timer]:
         rows = self._read(self._sql.due_timers, {"now": as_utc(now), "limit": limit})
@@ -272,15 +272,10 @@ class SqlSaver(BaseCheckpointSaver):
         }
         ignoring = self._sql.put_write_ignoring
         if ignoring is not None:
-            # rowcount is 0 when the key was there already (the statement did nothing).
-            with self._autocommit() as conn:
-                result = conn.execute(
-                    ignoring, values, execution_options={"preserve_rowcount": True}
-                )
-                return bool(result.rowcount == 1)
+            # the row count is 0 when the key was there already (the statement did nothing)
+            return self._write(ignoring, values) == 1
         try:
-            with self._autocommit() as conn:
-                conn.execute(self._sql.put_write, values)
+            self._write(self._sql.put_write, values)
         except IntegrityError as exc:
             if not _is_unique_violation(exc):
                 raise
@@ -294,11 +289,7 @@ class SqlSaver(BaseCheckpointSaver):
             "task_id": task_id,
             "node": node,
         }
-        with self._autocommit() as conn:
-            result = conn.execute(
-                self._sql.delete_write, params, execution_options={"preserve_rowcount": True}
-            )
-            return bool(result.rowcount == 1)
+        return self._write(self._sql.delete_write, params) == 1
 
     def get_with_writes(self, thread_id: str, checkpoint_id: str | None = None) -> CheckpointView:
         """One statement: the checkpoint joined with its writes and its parent's markers."""
@@ -341,34 +332,43 @@ class SqlSaver(BaseCheckpointSaver):
         with self._serial(), self._engine.begin() as conn:
             yield conn
 
-    @contextmanager
-    def _autocommit(self) -> Iterator[Any]:
-        """A connection whose statements commit one by one: one round trip per statement, for
-        the calls made of a single statement (or of reads that need no snapshot)."""
+    def _execute(self, statement: Any, params: Mapping[str, Any]) -> Any:
+        """Run one statement in autocommit (one round trip): its rows if it returns rows, else
+        its row count."""
         self.setup()
+        direct = self._direct
+        if direct is not None:
+            key = (id(statement), tuple(params))
+            compiled = self._compiled.get(key)
+            if compiled is None:
+                compiled = compile_direct(statement, self._engine, key[1])
+                self._compiled[key] = compiled
+            return direct.run(compiled, params)
         with self._serial(), self._autocommit_engine.connect() as conn:
-            yield conn
+            result = conn.execute(statement, params, execution_options={"preserve_rowcount": True})
+            return result.all() if result.returns_rows else result.rowcount
 
-    def _read(self, query: Any, params: Mapping[str, Any]) -> Sequence[Row[Any]]:
-        """Run a read; once more on a new connection if the pooled one turned out dead (the
+    def _write(self, statement: Any, params: Mapping[str, Any]) -> int:
+        """Run a statement that returns no rows; its row count."""
+        return int(self._execute(statement, params))
+
+    def _read(self, query: Any, params: Mapping[str, Any]) -> Sequence[Any]:
+        """Run a read; once more on a new connection if the one used turned out dead (the
         server restarted or killed it), since a read is safe to repeat."""
-        rows: Sequence[Row[Any]]
         try:
-            with self._autocommit() as conn:
-                rows = conn.execute(query, params).all()
+            rows: Sequence[Any] = self._execute(query, params)
             return rows
         except DBAPIError as error:
             if not error.connection_invalidated:
                 raise
-        with self._autocommit() as conn:
-            rows = conn.execute(query, params).all()
+        rows = self._execute(query, params)
         return rows
 
     def _checkpoint_columns(self) -> tuple[Any, ...]:
         c = self._tables.checkpoints.c
         return (c.seq, c.checkpoint_id, c.run_id, c.step, c.parent_id, c.created_at, c.body)
 
-    def _load(self, thread_id: str, row: Row[Any]) -> Checkpoint:
+    def _load(self, thread_id: str, row: Any) -> Checkpoint:
         return Checkpoint.from_body(
             self.serializer.loads(row.body),
             thread_id=thread_id,

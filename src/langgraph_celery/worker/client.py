@@ -386,7 +386,9 @@ class CelerySource:
         stops, not at every step.
         """
         runtime = self.runtime
-        subscription = runtime.executor.notifier.subscribe(checkpoint.thread_id, final=not steps)
+        subscription = runtime.executor.notifier.subscribe(
+            checkpoint.thread_id, final=not steps, run_id=checkpoint.run_id
+        )
         loop = asyncio.get_running_loop()
         seen = checkpoint
         delay = _POLL_MIN

@@ -90,7 +90,19 @@ class TaskEnvelope:
     config: dict[str, Any] = field(default_factory=dict)
 
     def to_message(self) -> dict[str, Any]:
-        return asdict(self)
+        # (by hand: ``asdict`` deep-copies, and this runs for every task sent)
+        return {
+            "graph_id": self.graph_id,
+            "thread_id": self.thread_id,
+            "run_id": self.run_id,
+            "step": self.step,
+            "checkpoint_id": self.checkpoint_id,
+            "invocation": self.invocation,
+            "steps_taken": self.steps_taken,
+            "node": self.node,
+            "task_id": self.task_id,
+            "config": dict(self.config),
+        }
 
     @classmethod
     def from_message(cls, data: Any) -> TaskEnvelope:

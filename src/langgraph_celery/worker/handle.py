@@ -18,8 +18,10 @@ from langgraph_celery.worker.client import (
     _POLL_MIN,
     _WAKE_FALLBACK,
     CelerySource,
+    RunStatus,
     _store,
     read_status,
+    status_of,
 )
 
 if TYPE_CHECKING:
@@ -63,9 +65,18 @@ class RunHandle:
                     return checkpoint
         return latest
 
+    def _status(self) -> RunStatus:
+        """Where the run stands: one read when it is the thread's latest run (the usual case)."""
+        runtime = self._source().runtime
+        view = _store(lambda: runtime.saver.get_with_writes(self.thread_id))
+        latest = view.checkpoint
+        if latest is None or latest.run_id == self.run_id:
+            return status_of(view)
+        return read_status(runtime, _store(self._latest_of_run))
+
     def status(self) -> str:
         """``running``, ``interrupted``, ``completed``, ``failed`` or ``cancelled``."""
-        return read_status(self._source().runtime, self._latest_of_run()).status
+        return self._status().status
 
     def _first_checkpoint(self) -> Checkpoint:
         saver = self.graph._saver()
@@ -94,7 +105,7 @@ class RunHandle:
         subscription = runtime.executor.notifier.subscribe(self.thread_id, final=True)
         try:
             while True:
-                status = read_status(runtime, _store(self._latest_of_run))
+                status = self._status()
                 if status.terminal:
                     outcome = Outcome()
                     config = RunnableConfig(thread_id=self.thread_id)

@@ -5,6 +5,12 @@ only waits for the run to stop (``invoke``, ``RunHandle.wait``) listens on the t
 channel, published to when a run completes, parks, fails or is cancelled, so it does not wake
 (and read the store) at every step.
 
+When the result backend is Redis, Celery already publishes every state a task stores on the
+task's result key (``celery-task-meta-<task id>``), and a node task's result is stored after its
+step is committed and the next step sent.  A client following every step then also subscribes
+to the result keys of the run's node tasks (their ids start ``lgc:<run_id>:``), and the worker
+publishes nothing of its own for a step: see :attr:`Notifier.steps_published_by_backend`.
+
 Used when the app's result backend or broker is Redis; otherwise clients poll.  A lost message
 only delays a client until its next fallback read.
 """
@@ -14,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from typing import Any
 
 from langgraph_celery.worker import names
@@ -30,19 +37,32 @@ def _redis_url(app: Any) -> str | None:
     return None
 
 
+def _glob_escape(text: str) -> str:
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
+
+
 class Subscription:
-    """A client's subscription to one thread's channel."""
+    """A client's subscription to one thread's channel (and its run's task results)."""
 
     def __init__(self, pubsub: Any) -> None:
         self._pubsub = pubsub
 
     def wait(self, timeout: float) -> bool:
-        """Block until a wake-up arrives (True) or ``timeout`` seconds pass (False)."""
-        try:
-            message = self._pubsub.get_message(ignore_subscribe_messages=True, timeout=timeout)
-        except Exception:  # a broken connection: the caller falls back to reading the store
-            return False
-        return message is not None
+        """Block until a wake-up arrives (True) or ``timeout`` seconds pass (False).  A node task
+        that only started is not one: its step is not stored yet."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                message = self._pubsub.get_message(ignore_subscribe_messages=True, timeout=left)
+            except Exception:  # a broken connection: the caller falls back to reading the store
+                return False
+            if message is None:
+                return False
+            if message.get("type") != "pmessage" or b'"STARTED"' not in message.get("data", b""):
+                return True
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # closing a broken connection: nothing to do
@@ -55,7 +75,24 @@ class Notifier:
     def __init__(self, app: Any) -> None:
         self._app = app
         self._client: Any = None
+        self._backend_publishes: bool | None = None
         self._lock = threading.Lock()
+
+    @property
+    def steps_published_by_backend(self) -> bool:
+        """Whether the result backend publishes a node task's result on Redis (see the module's
+        docstring), so a worker need not publish a wake-up for the step the task stored."""
+        if self._backend_publishes is None:
+            from celery.backends.redis import RedisBackend
+
+            app = self._app
+            self._backend_publishes = (
+                isinstance(app.backend, RedisBackend)
+                and not app.conf.task_ignore_result
+                and self._redis() is not None
+                and _redis_url(app) == app.conf.result_backend
+            )
+        return self._backend_publishes
 
     def _redis(self) -> Any:
         if self._client is None:
@@ -86,14 +123,20 @@ class Notifier:
         except Exception as error:  # a wake-up is an optimisation; the store stays the truth
             log.debug("could not publish a wake-up for thread %r: %s", thread_id, error)
 
-    def subscribe(self, thread_id: str, final: bool = False) -> Subscription | None:
-        """Listen to the thread's every step, or (``final``) only to its runs stopping."""
+    def subscribe(
+        self, thread_id: str, final: bool = False, run_id: str | None = None
+    ) -> Subscription | None:
+        """Listen to the thread's every step (of run ``run_id``), or (``final``) only to its runs
+        stopping."""
         client = self._redis()
         if client is None:
             return None
         try:
             pubsub = client.pubsub()
             pubsub.subscribe(names.thread_channel(thread_id, final))
+            if not final and run_id is not None and self.steps_published_by_backend:
+                pattern = names.celery_task_id(_glob_escape(run_id), "*", "*")
+                pubsub.psubscribe(self._app.backend.get_key_for_task(pattern))
         except Exception as error:
             log.debug("could not subscribe to thread %r: %s", thread_id, error)
             return None

@@ -201,9 +201,19 @@ class GraphRuntime:
     # -- dispatch -------------------------------------------------------------------------------
 
     async def advance(
-        self, checkpoint: Checkpoint, invocation: str, config: RunnableConfig, steps_taken: int
+        self,
+        checkpoint: Checkpoint,
+        invocation: str,
+        config: RunnableConfig,
+        steps_taken: int,
+        *,
+        announce: bool = False,
     ) -> None:
-        """From a stored checkpoint: complete the run, park it, or send its tasks."""
+        """From a stored checkpoint: complete the run, park it, or send its tasks.
+
+        Followers of the thread are woken when the run stops here (completed, parked, failed);
+        with ``announce`` (``checkpoint`` is a new step) also when its tasks are sent.
+        """
         engine = self.engine
         while checkpoint.extra.get("edges_pending"):
             checkpoint = await engine.pending_edges(checkpoint, config)
@@ -230,6 +240,8 @@ class GraphRuntime:
             )
             return
         self.send(checkpoint, invocation, config, steps_taken)
+        if announce:
+            self.executor.notifier.publish(checkpoint.thread_id)
 
     def send(
         self, checkpoint: Checkpoint, invocation: str, config: RunnableConfig, steps_taken: int
@@ -281,9 +293,27 @@ class GraphRuntime:
         # A sibling failed or was interrupted: this node still runs and records its update, as
         # every node of a step does in process, so that a resume finds the same writes.
         config = self.config_for(envelope)
+        return run_sync(
+            self._run_task(checkpoint, task, writes, stopped, envelope, config, retries, retry)
+        )
+
+    async def _run_task(
+        self,
+        checkpoint: Checkpoint,
+        task: PendingTask,
+        writes: dict[str, Any],
+        stopped: bool,
+        envelope: TaskEnvelope,
+        config: RunnableConfig,
+        retries: int,
+        retry: Any,
+    ) -> dict[str, Any]:
+        """Run the node (unless its update is in), record the update, finish the step if it
+        was the last: one pass on the event loop for the whole task."""
+        saver = self.saver
         if task.id not in writes:
             try:
-                update = run_sync(self.engine.runner.run_task(task, checkpoint.values, config))
+                update = await self.engine.runner.run_task(task, checkpoint.values, config)
             except GraphInterrupt as interrupt:
                 state = self.engine.state(checkpoint.values)
                 self.mark_interrupt(
@@ -315,7 +345,10 @@ class GraphRuntime:
                 writes = self.writes(checkpoint)
         if stopped or not all(t.id in writes for t in checkpoint.tasks):
             return {"status": "stopped" if stopped else "written", "node": task.node}
-        return self.finish_step(checkpoint, writes, envelope, config)
+        # The task's result, stored once this returns, wakes the run's followers when the
+        # backend publishes it; else the worker publishes a wake-up for the step.
+        announce = not self.executor.notifier.steps_published_by_backend
+        return await self._finish_step(checkpoint, writes, envelope, config, announce)
 
     def finish_step(
         self,
@@ -324,8 +357,19 @@ class GraphRuntime:
         envelope: TaskEnvelope,
         config: RunnableConfig,
     ) -> dict[str, Any]:
+        """Store the next checkpoint from every update of ``checkpoint``'s step, and go on."""
+        return run_sync(self._finish_step(checkpoint, writes, envelope, config, announce=True))
+
+    async def _finish_step(
+        self,
+        checkpoint: Checkpoint,
+        writes: Mapping[str, Mapping[str, Any]],
+        envelope: TaskEnvelope,
+        config: RunnableConfig,
+        announce: bool,
+    ) -> dict[str, Any]:
         try:
-            result = run_sync(self.engine.finish(checkpoint, writes, config))
+            result = await self.engine.finish(checkpoint, writes, config)
         except CheckpointConflictError:
             return {"status": "merged-elsewhere"}
         except GraphError as error:
@@ -343,12 +387,14 @@ class GraphRuntime:
             self.mark_error(checkpoint, checkpoint.next[-1], error)
             return {"status": "failed", "error_type": type(error).__name__}
         new = result.checkpoint
-        self.executor.notifier.publish(new.thread_id)
+        # (each way on wakes the thread's followers once: a marker, the completion, the send)
         if result.interruption is not None:
             self.mark_interrupt(new, result.interruption)
         else:
             try:
-                run_sync(self.advance(new, envelope.invocation, config, envelope.steps_taken + 1))
+                await self.advance(
+                    new, envelope.invocation, config, envelope.steps_taken + 1, announce=announce
+                )
             except GraphError as error:
                 self.mark_error(new, new.next[0] if new.next else "__END__", error)
         return {

@@ -1,0 +1,140 @@
+"""SqlSaver's own connections (checkpoint/_direct.py): outside the pool, replaced when the server
+drops them, left alone by a forked child, and bounded when many threads call at once."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, func, select, text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import NullPool
+
+from langgraph_celery.checkpoint import Checkpoint, SqlSaver
+from langgraph_celery.checkpoint._direct import KEEP_IDLE, compile_direct
+
+
+def _checkpoint(thread: str, step: int, parent: str | None = "ck-parent") -> Checkpoint:
+    return Checkpoint(
+        thread_id=thread,
+        checkpoint_id=f"ck-{uuid.uuid4().hex}",
+        run_id="run-1",
+        step=step,
+        values={"step": step},
+        parent_id=parent,
+    )
+
+
+@pytest.fixture
+def pg_saver(postgres_url: str) -> Iterator[SqlSaver]:
+    saver = SqlSaver(postgres_url, table_prefix=f"conn_{uuid.uuid4().hex[:8]}_")
+    saver.setup()
+    yield saver
+    saver.dispose()
+
+
+def _terminate_others(postgres_url: str) -> int:
+    """End every other session on the saver's database (as a restart or an operator would)."""
+    engine = create_engine(
+        postgres_url.replace("postgresql://", "postgresql+psycopg://", 1),
+        isolation_level="AUTOCOMMIT",
+        poolclass=NullPool,
+    )
+    try:
+        with engine.connect() as conn:
+            return len(
+                conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                        "AND backend_type = 'client backend'"
+                    )
+                ).all()
+            )
+    finally:
+        engine.dispose()
+
+
+def _backend_pid(saver: SqlSaver) -> int:
+    """The server process of the saver's idle connection, asked without any retry."""
+    assert saver._direct is not None
+    statement = compile_direct(select(func.pg_backend_pid().label("pid")), saver.engine, ())
+    rows = saver._direct.run(statement, {})
+    assert isinstance(rows, list)
+    return int(rows[0].pid)
+
+
+def test_calls_from_many_threads_hold_no_pool_connection(sql_saver: SqlSaver) -> None:
+    thread = f"t-{uuid.uuid4().hex}"
+    sql_saver.put(_checkpoint(thread, 0, parent=None))
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(KEEP_IDLE + 4)
+
+    def call() -> None:
+        try:
+            barrier.wait(timeout=30)
+            for _ in range(20):
+                assert sql_saver.get(thread) is not None
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    workers = [threading.Thread(target=call) for _ in range(KEEP_IDLE + 4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert not errors, errors
+    pool: Any = sql_saver.engine.pool
+    assert pool.checkedout() == 0
+    assert sql_saver._direct is not None
+    assert 1 <= len(sql_saver._direct._idle) <= KEEP_IDLE
+
+
+def test_a_terminated_connection_is_replaced(pg_saver: SqlSaver, postgres_url: str) -> None:
+    thread = f"t-{uuid.uuid4().hex}"
+    first = pg_saver.put(_checkpoint(thread, 0, parent=None))
+    before = _backend_pid(pg_saver)
+    assert _terminate_others(postgres_url) >= 1
+
+    # a read is repeated on a new connection
+    latest = pg_saver.get(thread)
+    assert latest is not None and latest.checkpoint_id == first.checkpoint_id
+    assert _backend_pid(pg_saver) != before
+
+    # a write is not repeated: it fails as a dropped connection, and the next call works
+    _terminate_others(postgres_url)
+    second = _checkpoint(thread, 1)
+    with pytest.raises(OperationalError) as raised:
+        pg_saver.put(second)
+    assert raised.value.connection_invalidated
+    pg_saver.put(second)
+    assert [c.step for c in pg_saver.list(thread)] == [1, 0]
+
+
+def _child_uses_saver(saver: SqlSaver, thread: str, parents: int, done: Any) -> None:
+    try:
+        saver.put(_checkpoint(thread, 1))
+        mine = _backend_pid(saver)
+        done.put("ok" if mine != parents else "the child used its parent's connection")
+    except BaseException as error:  # reported to the parent
+        done.put(repr(error))
+
+
+def test_a_forked_child_leaves_the_parents_connections_alone(pg_saver: SqlSaver) -> None:
+    thread = f"t-{uuid.uuid4().hex}"
+    pg_saver.put(_checkpoint(thread, 0, parent=None))
+    before = _backend_pid(pg_saver)
+    context = multiprocessing.get_context("fork")
+    done = context.Queue()
+    child = context.Process(target=_child_uses_saver, args=(pg_saver, thread, before, done))
+    child.start()
+    assert done.get(timeout=60) == "ok"
+    child.join(timeout=30)
+    assert child.exitcode == 0
+    # the parent's connection is the same session, alive (no retry hides a closed one here)
+    assert _backend_pid(pg_saver) == before
+    assert [c.step for c in pg_saver.list(thread)] == [1, 0]
