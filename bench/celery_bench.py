@@ -31,9 +31,9 @@ options instead of the ones the executor sets on the app).
 
 Then, unless ``--no-profile``:
 
-* CPU accounting: each scenario-1 variant runs back to back while the CPU time (``/proc``) of
-  each process is summed: this client, the worker (main and pool child), the PostgreSQL backends
-  of the bench database, Redis.
+* CPU accounting: each scenario-1 variant runs back to back, then each scenario-2 variant (ours
+  on each saver, bare), while the CPU time (``/proc``) of each process is summed: this client,
+  the worker (main and pool child), the PostgreSQL backends of the bench database, Redis.
 * A worker restarted with ``LGC_BENCH_PROFILE=1`` times the phases of each task body (saver
   calls, sends; wall and CPU time) and counts SQL statements and PostgreSQL round trips per task;
   the client counts its own statements and saver calls (polls) per run.
@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import json
 import os
@@ -59,7 +60,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as dist_version
@@ -547,28 +548,45 @@ class CpuFigures:
     runs: int
     wall_ms: dict[str, float]  # variant -> wall ms per run (mean over the batch)
     cpu_ms: dict[str, dict[str, float]]  # variant -> process group -> CPU ms per run
+    #: the same for scenario 2: per batch of concurrent runs (``pg``, ``sqlite``, ``bare``)
+    batch_wall_ms: dict[str, float] = field(default_factory=dict)
+    batch_cpu_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def _metered(
+    meter: CpuMeter, variants: Mapping[str, Callable[[], object]], runs: int
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Each variant ``runs`` times back to back: wall ms and CPU ms per process group, per run."""
+    wall: dict[str, float] = {}
+    cpu: dict[str, dict[str, float]] = {}
+    for variant, once in variants.items():
+        once()  # connections of every pool are open
+        before = meter.sample()
+        t0 = time.perf_counter()
+        for _ in range(runs):
+            once()
+        wall[variant] = 1000 * (time.perf_counter() - t0) / runs
+        after = meter.sample()
+        cpu[variant] = {group: used / runs for group, used in meter.delta_ms(before, after).items()}
+    return wall, cpu
 
 
 def cpu_pass(services: Services, bench_app: ModuleType, worker: Worker, runs: int) -> CpuFigures:
-    """Each scenario-1 variant ``runs`` times back to back, with the CPU each process used."""
+    """Each scenario-1 variant ``runs`` times back to back, then each scenario-2 variant, with
+    the CPU each process used."""
     meter = CpuMeter(services, worker)
-    wall: dict[str, float] = {}
-    cpu: dict[str, dict[str, float]] = {}
+    chains = {v: functools.partial(_chain_variant, bench_app, v) for v in CHAIN_VARIANTS}
+    batches: dict[str, Callable[[], object]] = {
+        kind: functools.partial(ours_concurrent_once, bench_app, kind, CONCURRENT_RUNS)
+        for kind in KINDS
+    }
+    batches["bare"] = functools.partial(bare_concurrent_once, bench_app, CONCURRENT_RUNS)
     try:
-        for variant in CHAIN_VARIANTS:
-            _chain_variant(bench_app, variant)  # connections of every pool are open
-            before = meter.sample()
-            t0 = time.perf_counter()
-            for _ in range(runs):
-                _chain_variant(bench_app, variant)
-            wall[variant] = 1000 * (time.perf_counter() - t0) / runs
-            after = meter.sample()
-            cpu[variant] = {
-                group: used / runs for group, used in meter.delta_ms(before, after).items()
-            }
+        wall, cpu = _metered(meter, chains, runs)
+        batch_wall, batch_cpu = _metered(meter, batches, max(1, runs // 2))
     finally:
         meter.close()
-    return CpuFigures(runs=runs, wall_ms=wall, cpu_ms=cpu)
+    return CpuFigures(runs, wall, cpu, batch_wall, batch_cpu)
 
 
 # -- profiling ------------------------------------------------------------------------------------
@@ -591,7 +609,7 @@ class _ClientCounter:
             return execute(statement, params)
 
         saver._execute = counted
-        for name in ("get", "get_writes", "put_writes", "put", "list"):
+        for name in ("get", "get_writes", "put_writes", "put", "put_with_timer", "list"):
             setattr(saver, name, self._counting(name, getattr(saver, name)))
 
     def _counting(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -603,7 +621,15 @@ class _ClientCounter:
         return wrapper
 
     def close(self) -> None:
-        for name in ("_execute", "get", "get_writes", "put_writes", "put", "list"):
+        for name in (
+            "_execute",
+            "get",
+            "get_writes",
+            "put_writes",
+            "put",
+            "put_with_timer",
+            "list",
+        ):
             with contextlib.suppress(AttributeError):
                 delattr(self.saver, name)
 
@@ -641,6 +667,8 @@ def profile_pass(
         for _ in range(runs):
             bare_chain_once(bench_app, length)
             bare_chain_once(bench_app, length, "noop_default")
+        for kind in PROFILE_KINDS:  # (their tasks show as node:bench_pair_<kind>)
+            ours_concurrent_once(bench_app, kind, CONCURRENT_RUNS)
         report = bench_app.stats.apply_async(kwargs={"reset": True}).get(timeout=30)
     figures = ProfileFigures(runs=runs, worker=report["kinds"], client_per_run=client)
     if cprofile_out is not None:
@@ -783,6 +811,13 @@ def render_cpu(cpu: CpuFigures, length: int) -> list[str]:
             f"  {variant:<14}{cpu.wall_ms[variant]:9.1f}"
             + "".join(f"{used.get(g, 0.0):10.1f}" for g in groups)
         )
+    if cpu.batch_cpu_ms:
+        lines.append(f"  per batch of {CONCURRENT_RUNS} concurrent 2-node runs:")
+        for variant, used in cpu.batch_cpu_ms.items():
+            lines.append(
+                f"  {variant:<14}{cpu.batch_wall_ms[variant]:9.1f}"
+                + "".join(f"{used.get(g, 0.0):10.1f}" for g in groups)
+            )
     return lines
 
 

@@ -261,7 +261,15 @@ def _count_psycopg_commands() -> None:
 
 def _install_profiling() -> None:
     for saver in SAVERS.values():
-        for phase in ("get", "get_writes", "put_writes", "put", "list", "release"):
+        for phase in (
+            "get",
+            "get_writes",
+            "put_writes",
+            "put",
+            "put_with_timer",
+            "list",
+            "release",
+        ):
             setattr(saver, phase, _collector.timed(f"saver.{phase}", getattr(saver, phase)))
 
         postgres = saver.engine.dialect.name == "postgresql"

@@ -570,6 +570,45 @@ def test_a_deadline_racing_a_human_resume_leaves_the_resumed_run_watched(
     assert TIMEOUT_KEY not in data
 
 
+def test_a_resume_refused_by_the_reducers_keeps_the_deadline(
+    stack: BeatStack, thread: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resume whose update fails after the client claimed the parked run stores nothing: the
+    run stays parked, with its deadline timer, and a later resume goes through."""
+    import langgraph_celery.graph._engine as engine_module
+
+    saver, graph = stack.saver, stack.graph("gate")
+    result = graph.start({"thread": thread, "timeout": 60}, cfg(thread)).wait(timeout=20)
+    assert result.is_interruption_metadata()
+    wait_until(
+        lambda: [t.kind for t in timers_of(saver, thread)] == [names.DEADLINE_TIMER],
+        10,
+        0.02,
+        "the deadline timer",
+    )
+    (deadline,) = timers_of(saver, thread)
+    parked = saver.get(thread)
+    real_apply_update = engine_module.apply_update
+
+    def refuse(schema: Any, values: Any, update: Any) -> Any:
+        if "approved" in update:
+            raise ValueError("the reducer refuses this update")
+        return real_apply_update(schema, values, update)
+
+    monkeypatch.setattr(engine_module, "apply_update", refuse)
+    with pytest.raises(ValueError, match="refuses"):
+        graph.invoke(GraphInput.resume({"approved": True}), cfg(thread))
+    monkeypatch.undo()
+    assert timers_of(saver, thread) == [deadline]
+    latest = saver.get(thread)
+    assert parked is not None and latest is not None
+    assert latest.checkpoint_id == parked.checkpoint_id
+
+    state = graph.invoke(GraphInput.resume({"approved": True}), cfg(thread))
+    assert state.data["log"] == ["a", "approved", "b"]
+    wait_until(lambda: not timers_of(saver, thread), 10, 0.05, "the timer to be cleared")
+
+
 def test_the_executors_interrupt_timeout_expires_under_beat(stack: BeatStack, thread: str) -> None:
     graph = stack.graph("timed-review")  # interrupt_before b, interrupt_timeout 1 s
     handle = graph.start({"thread": thread}, cfg(thread))

@@ -22,6 +22,7 @@ timestamps as text); PostgreSQL with psycopg needs none.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import namedtuple
@@ -126,6 +127,29 @@ class DirectConnections:
                     return statement.rows(cursor.fetchall())
                 return int(cursor.rowcount)
             except self._dialect.loaded_dbapi.Error as error:
+                raise self._translate(error, statement, parameters, fairy, cursor) from error
+            finally:
+                cursor.close()
+
+    def run_in_transaction(
+        self, statements: Sequence[tuple[DirectStatement, Mapping[str, Any]]]
+    ) -> None:
+        """Execute ``statements`` (returning no rows) in one transaction: all or none."""
+        begin = "BEGIN IMMEDIATE" if self._dialect.name == "sqlite" else "BEGIN"
+        with self._connection() as fairy:
+            cursor = fairy.dbapi_connection.cursor()
+            statement, parameters = None, None
+            try:
+                cursor.execute(begin)
+                for statement, params in statements:
+                    parameters = statement.parameters(params)
+                    cursor.execute(statement.sql, parameters)
+                cursor.execute("COMMIT")
+            except BaseException as error:
+                with contextlib.suppress(Exception):  # (a dead connection rolled back already)
+                    cursor.execute("ROLLBACK")
+                if statement is None or not isinstance(error, self._dialect.loaded_dbapi.Error):
+                    raise
                 raise self._translate(error, statement, parameters, fairy, cursor) from error
             finally:
                 cursor.close()

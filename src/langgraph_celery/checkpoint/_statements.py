@@ -19,6 +19,8 @@ from langgraph_celery.checkpoint._schema import Tables
 
 __all__ = ["Statements", "build_statements"]
 
+_TIMER_COLUMNS = ("thread_id", "run_id", "graph_id", "kind", "due_at")
+
 
 @dataclass(frozen=True)
 class Statements:
@@ -32,6 +34,11 @@ class Statements:
     view_by_id: Select[Any]
     writes_of: Select[Any]
     put: Executable
+    #: PostgreSQL: ``put`` that also removes the thread's timer of the run (parameters
+    #: ``t_thread_id``, ``t_run_id``), and ``put`` that also sets the thread's timer (``t_*``: its
+    #: columns), each one statement (``None`` elsewhere: a transaction of two statements).
+    put_clearing_timer: Executable | None
+    put_arming_timer: Executable | None
     #: Insert a write unless one is there (``None``: the dialect has no such insert).
     put_write_ignoring: Executable | None
     put_write: Executable
@@ -63,16 +70,29 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
         upsert = module.insert(timers)
         upsert_timer = upsert.on_conflict_do_update(
             index_elements=["thread_id"],
-            set_={
-                name: getattr(upsert.excluded, name)
-                for name in ("run_id", "graph_id", "kind", "due_at")
-            },
+            set_={name: getattr(upsert.excluded, name) for name in _TIMER_COLUMNS[1:]},
         )
     t = timers.c
     clear_timer = delete(timers).where(
         t.thread_id == thread_id, t.run_id == bindparam("run_id", type_=String)
     )
     w = writes.c
+    put_clearing_timer = put_arming_timer = None
+    if dialect == "postgresql":
+        timer_of_run = (t.thread_id == bindparam("t_thread_id", type_=String)) & (
+            t.run_id == bindparam("t_run_id", type_=String)
+        )
+        put_clearing_timer = insert(checkpoints).add_cte(
+            delete(timers).where(timer_of_run).cte("cleared")
+        )
+        arm = postgresql.insert(timers).values(
+            {name: bindparam(f"t_{name}", type_=t[name].type) for name in _TIMER_COLUMNS}
+        )
+        arm = arm.on_conflict_do_update(
+            index_elements=["thread_id"],
+            set_={name: getattr(arm.excluded, name) for name in _TIMER_COLUMNS[1:]},
+        )
+        put_arming_timer = insert(checkpoints).add_cte(arm.cte("armed"))
     return Statements(
         latest=latest,
         by_id=by_id,
@@ -83,6 +103,8 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
         .where(w.thread_id == thread_id, w.checkpoint_id == checkpoint_id)
         .order_by(w.seq, w.task_id),
         put=insert(checkpoints),
+        put_clearing_timer=put_clearing_timer,
+        put_arming_timer=put_arming_timer,
         put_write_ignoring=put_write_ignoring,
         put_write=insert(writes),
         delete_write=delete(writes).where(

@@ -29,6 +29,7 @@ __all__ = [
     "PendingTask",
     "PendingWrite",
     "Timer",
+    "check_timer_thread",
     "root_conflict_message",
 ]
 
@@ -250,6 +251,29 @@ class BaseCheckpointSaver(abc.ABC):
         re-armed meanwhile stays)."""
         raise NotImplementedError(f"{type(self).__name__} keeps no timers")
 
+    def put_with_timer(self, checkpoint: Checkpoint, timer: Timer | None) -> Checkpoint:
+        """:meth:`put` ``checkpoint`` and, with it, set the thread's timer to ``timer`` or (with
+        ``None``) remove the thread's timer of ``checkpoint.run_id``: both, or neither when the
+        checkpoint is refused (the thread keeps the timer it had).  A run's first and last
+        checkpoints are stored this way.
+
+        This default makes the calls in turn: the timer first when setting it (a run is never
+        stored unwatched; if the checkpoint is refused, the timer just set is removed, and with
+        it the thread's earlier one), the checkpoint first when removing it.  Savers override it
+        to do both at once.
+        """
+        if timer is None:
+            stored = self.put(checkpoint)
+            self.clear_timer(checkpoint.thread_id, checkpoint.run_id)
+            return stored
+        check_timer_thread(checkpoint, timer)
+        self.set_timer(timer.thread_id, timer.run_id, timer.graph_id, timer.kind, timer.due_at)
+        try:
+            return self.put(checkpoint)
+        except BaseException:
+            self.clear_timer(timer.thread_id, timer.run_id, timer.due_at)
+            raise
+
     def due_timers(self, now: datetime, limit: int = 100) -> Sequence[Timer]:
         """Timers due at ``now`` or earlier, earliest first."""
         raise NotImplementedError(f"{type(self).__name__} keeps no timers")
@@ -261,6 +285,14 @@ class BaseCheckpointSaver(abc.ABC):
     @abc.abstractmethod
     def release(self, thread_id: str) -> Sequence[Checkpoint]:
         """Delete the thread's checkpoints and writes; return what was deleted, newest first."""
+
+
+def check_timer_thread(checkpoint: Checkpoint, timer: Timer) -> None:
+    if timer.thread_id != checkpoint.thread_id:
+        raise ValueError(
+            f"a timer stored with a checkpoint must be its thread's: timer of thread "
+            f"{timer.thread_id!r}, checkpoint of thread {checkpoint.thread_id!r}"
+        )
 
 
 def root_conflict_message(checkpoint: Checkpoint) -> str:

@@ -20,6 +20,7 @@ from langgraph_celery.checkpoint.base import (
     Checkpoint,
     PendingWrite,
     Timer,
+    check_timer_thread,
     root_conflict_message,
 )
 from langgraph_celery.errors import CheckpointConflictError
@@ -66,6 +67,14 @@ class MemorySaver(BaseCheckpointSaver):
     # -- checkpoints -------------------------------------------------------------------------
 
     def put(self, checkpoint: Checkpoint) -> Checkpoint:
+        return self._put(checkpoint, None, timer_change=False)
+
+    def put_with_timer(self, checkpoint: Checkpoint, timer: Timer | None) -> Checkpoint:
+        if timer is not None:
+            check_timer_thread(checkpoint, timer)
+        return self._put(checkpoint, timer, timer_change=True)
+
+    def _put(self, checkpoint: Checkpoint, timer: Timer | None, timer_change: bool) -> Checkpoint:
         body = self.dump_body(checkpoint)
         created_at = as_utc(checkpoint.created_at)
         stored = _Stored(
@@ -98,6 +107,14 @@ class MemorySaver(BaseCheckpointSaver):
             thread.checkpoints[checkpoint.checkpoint_id] = stored
             thread.steps[step_key] = checkpoint.checkpoint_id
             self._runs[checkpoint.run_id] = checkpoint.thread_id
+            if timer is not None:
+                self._timers[timer.thread_id] = dataclasses.replace(
+                    timer, due_at=as_utc(timer.due_at)
+                )
+            elif timer_change:
+                held = self._timers.get(checkpoint.thread_id)
+                if held is not None and held.run_id == checkpoint.run_id:
+                    del self._timers[checkpoint.thread_id]
         if created_at is checkpoint.created_at:
             return checkpoint
         return dataclasses.replace(checkpoint, created_at=created_at)

@@ -39,6 +39,7 @@ from langgraph_celery.checkpoint.base import (
     CheckpointView,
     PendingWrite,
     Timer,
+    check_timer_thread,
     root_conflict_message,
 )
 from langgraph_celery.errors import CheckpointConflictError
@@ -171,26 +172,67 @@ class SqlSaver(BaseCheckpointSaver):
     # -- checkpoints -------------------------------------------------------------------------
 
     def put(self, checkpoint: Checkpoint) -> Checkpoint:
-        body = self.dump_body(checkpoint)
-        created_at = as_utc(checkpoint.created_at)
-        row = {
+        row = self._checkpoint_row(checkpoint)
+        with self._conflicts(checkpoint):
+            self._write(self._sql.put, row)
+        return self._stored(checkpoint, row)
+
+    def put_with_timer(self, checkpoint: Checkpoint, timer: Timer | None) -> Checkpoint:
+        """One statement on PostgreSQL, one transaction on SQLite (see the base class)."""
+        sql = self._sql
+        if timer is not None:
+            check_timer_thread(checkpoint, timer)
+        if sql.upsert_timer is None:  # (a dialect without upsert: the calls in turn)
+            return super().put_with_timer(checkpoint, timer)
+        row = self._checkpoint_row(checkpoint)
+        of_run: dict[str, Any] = {"thread_id": checkpoint.thread_id, "run_id": checkpoint.run_id}
+        combined = sql.put_clearing_timer if timer is None else sql.put_arming_timer
+        if timer is None:
+            pair = [(sql.put, row), (sql.clear_timer, of_run)]
+            columns = of_run
+        else:
+            columns = {
+                "thread_id": timer.thread_id,
+                "run_id": timer.run_id,
+                "graph_id": timer.graph_id,
+                "kind": timer.kind,
+                "due_at": as_utc(timer.due_at),
+            }
+            pair = [(sql.upsert_timer, columns), (sql.put, row)]
+        with self._conflicts(checkpoint):
+            if combined is not None:
+                self._write(combined, {**row, **{f"t_{k}": v for k, v in columns.items()}})
+            else:
+                self._transaction(pair)
+        return self._stored(checkpoint, row)
+
+    def _checkpoint_row(self, checkpoint: Checkpoint) -> dict[str, Any]:
+        return {
             "thread_id": checkpoint.thread_id,
             "checkpoint_id": checkpoint.checkpoint_id,
             "run_id": checkpoint.run_id,
             "step": checkpoint.step,
             "parent_id": checkpoint.parent_id,
-            "created_at": created_at,
-            "body": body,
+            "created_at": as_utc(checkpoint.created_at),
+            "body": self.dump_body(checkpoint),
         }
+
+    @staticmethod
+    def _stored(checkpoint: Checkpoint, row: Mapping[str, Any]) -> Checkpoint:
+        created_at = row["created_at"]
+        if created_at is checkpoint.created_at:
+            return checkpoint
+        return dataclasses.replace(checkpoint, created_at=created_at)
+
+    @contextmanager
+    def _conflicts(self, checkpoint: Checkpoint) -> Iterator[None]:
+        """Report a refused insert of ``checkpoint`` as :class:`CheckpointConflictError`."""
         try:
-            self._write(self._sql.put, row)
+            yield
         except IntegrityError as exc:
             if not _is_unique_violation(exc):
                 raise
             raise CheckpointConflictError(self._conflict_message(checkpoint, exc)) from exc
-        if created_at is checkpoint.created_at:
-            return checkpoint
-        return dataclasses.replace(checkpoint, created_at=created_at)
 
     def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
         if checkpoint_id is None:
@@ -338,15 +380,31 @@ class SqlSaver(BaseCheckpointSaver):
         self.setup()
         direct = self._direct
         if direct is not None:
-            key = (id(statement), tuple(params))
-            compiled = self._compiled.get(key)
-            if compiled is None:
-                compiled = compile_direct(statement, self._engine, key[1])
-                self._compiled[key] = compiled
-            return direct.run(compiled, params)
+            return direct.run(self._compile(statement, params), params)
         with self._serial(), self._autocommit_engine.connect() as conn:
             result = conn.execute(statement, params, execution_options={"preserve_rowcount": True})
             return result.all() if result.returns_rows else result.rowcount
+
+    def _transaction(self, statements: Sequence[tuple[Any, Mapping[str, Any]]]) -> None:
+        """Run ``statements`` (returning no rows) in one transaction."""
+        self.setup()
+        direct = self._direct
+        if direct is None:
+            with self._begin() as conn:
+                for statement, params in statements:
+                    conn.execute(statement, params)
+            return
+        direct.run_in_transaction(
+            [(self._compile(statement, params), params) for statement, params in statements]
+        )
+
+    def _compile(self, statement: Any, params: Mapping[str, Any]) -> DirectStatement:
+        key = (id(statement), tuple(params))
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            compiled = compile_direct(statement, self._engine, key[1])
+            self._compiled[key] = compiled
+        return compiled
 
     def _write(self, statement: Any, params: Mapping[str, Any]) -> int:
         """Run a statement that returns no rows; its row count."""

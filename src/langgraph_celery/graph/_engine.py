@@ -6,7 +6,7 @@ step (merge, route, checkpoint) and complete.  Both executors drive runs through
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,11 @@ from langgraph_celery.graph.types import (
     StreamMode,
 )
 
-__all__ = ["Engine", "StepResult"]
+__all__ = ["Engine", "StepResult", "Store", "has_pending"]
+
+#: How a call stores the one checkpoint it makes (by default the saver's ``put``): the Celery
+#: executor stores a run's first and last checkpoints together with the run's stall timer.
+Store = Callable[[Checkpoint], Checkpoint]
 
 
 def new_id() -> str:
@@ -56,7 +60,7 @@ class StepResult:
 COMPLETION_PENDING = "completion_pending"
 
 
-def _has_pending(checkpoint: Checkpoint | None) -> bool:
+def has_pending(checkpoint: Checkpoint | None) -> bool:
     return checkpoint is not None and bool(
         checkpoint.tasks
         or checkpoint.extra.get(_algo.EDGES_PENDING)
@@ -79,11 +83,18 @@ class Engine:
     def state(self, values: Mapping[str, Any]) -> AgentState:
         return self.spec.state_factory(values)
 
-    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+    def save(self, checkpoint: Checkpoint, store: Store | None = None) -> Checkpoint:
+        if store is not None:
+            return store(checkpoint)
         return self.saver.put(checkpoint) if self.saver is not None else checkpoint
 
     def save_child(
-        self, parent: Checkpoint, *, run_id: str | None = None, **fields: Any
+        self,
+        parent: Checkpoint,
+        *,
+        run_id: str | None = None,
+        store: Store | None = None,
+        **fields: Any,
     ) -> Checkpoint:
         """Store the checkpoint one step after ``parent`` (same run unless ``run_id``)."""
         return self.save(
@@ -94,7 +105,8 @@ class Engine:
                 step=parent.step + 1,
                 parent_id=parent.checkpoint_id,
                 **fields,
-            )
+            ),
+            store,
         )
 
     def snapshot(self, checkpoint: Checkpoint, config: RunnableConfig) -> StateSnapshot:
@@ -187,9 +199,10 @@ class Engine:
     # -- the lifecycle ------------------------------------------------------------------------
 
     async def begin(
-        self, graph_input: GraphInput, config: RunnableConfig
+        self, graph_input: GraphInput, config: RunnableConfig, store: Store | None = None
     ) -> tuple[Checkpoint, NodeOutput | None]:
-        """The checkpoint a run starts from, saved, and the START output (none on resume)."""
+        """The checkpoint a run starts from, saved (with ``store`` if given), and the START
+        output (none on resume)."""
         thread_id = self.require_thread(config) if self.saver is not None else config.thread_id
         base = None
         if self.saver is not None and thread_id is not None:
@@ -198,7 +211,7 @@ class Engine:
                 raise GraphStateError(
                     f"thread {thread_id!r} has no checkpoint {config.checkpoint_id!r}"
                 )
-        return await self.begin_from(base, graph_input, config)
+        return await self.begin_from(base, graph_input, config, store=store)
 
     async def begin_from(
         self,
@@ -209,23 +222,29 @@ class Engine:
         run_id: str | None = None,
         base_writes: Sequence[PendingWrite] | None = None,
         extra: Mapping[str, Any] | None = None,
+        store: Store | None = None,
     ) -> tuple[Checkpoint, NodeOutput | None]:
         """:meth:`begin` from ``base``, the checkpoint the caller read (and claimed): the one
         ``config.checkpoint_id`` names, else the thread's latest; ``None`` for a new thread,
         whose first checkpoint then has no parent (of two first runs racing on a new thread the
         saver stores one).  A new run gets ``run_id`` if given; ``base_writes`` are ``base``'s
         pending writes if the caller has read them; ``extra`` goes into the stored checkpoint's
-        ``extra`` (what an executor records about the invocation)."""
+        ``extra`` (what an executor records about the invocation); ``store`` stores it."""
         thread_id = config.thread_id
         added = dict(extra or {})
         if graph_input.is_resume:
-            stored = self._resume(base, graph_input.value, config, run_id, base_writes, added)
+            stored = self._resume(
+                base, graph_input.value, config, run_id, base_writes, added, store
+            )
             return stored, None
         forking = base is not None and config.checkpoint_id is not None
-        if forking and graph_input.value is None and _has_pending(base):
+        if forking and graph_input.value is None and has_pending(base):
             assert base is not None
             resumed = False
-            return self._continue(base, config, "fork", resumed, run_id=run_id, added=added), None
+            forked = self._continue(
+                base, config, "fork", resumed, run_id=run_id, added=added, store=store
+            )
+            return forked, None
         values = dict(base.values) if base is not None else initial_values(self.spec.schema)
         if graph_input.value:
             apply_update(self.spec.schema, values, graph_input.value)
@@ -244,7 +263,8 @@ class Engine:
                 node=START,
                 extra={_algo.BARRIERS: barriers, **added} if barriers else added,
                 metadata={"source": "input", "update": graph_input.value or {}},
-            )
+            ),
+            store,
         )
         return checkpoint, self.output(
             START, checkpoint, run_config, self.state(values), graph_input.value or {}
@@ -258,13 +278,14 @@ class Engine:
         run_id: str | None,
         base_writes: Sequence[PendingWrite] | None,
         added: dict[str, Any],
+        store: Store | None = None,
     ) -> Checkpoint:
         if self.saver is None:
             raise GraphStateError("resume needs a checkpoint saver; compile with one")
         thread_id = self.require_thread(config)
         if base is None:
             raise GraphStateError(f"thread {thread_id!r} has no checkpoint to resume")
-        if not _has_pending(base):
+        if not has_pending(base):
             raise GraphStateError(
                 f"thread {thread_id!r} has nothing pending to resume (its last run completed); "
                 "start a new run with GraphInput.args(...)"
@@ -288,6 +309,7 @@ class Engine:
             run_id=run_id,
             base_writes=base_writes,
             added=added,
+            store=store,
         )
 
     def _continue(
@@ -301,6 +323,7 @@ class Engine:
         run_id: str | None = None,
         base_writes: Sequence[PendingWrite] | None = None,
         added: Mapping[str, Any] | None = None,
+        store: Store | None = None,
     ) -> Checkpoint:
         """The checkpoint after ``base`` that runs its pending tasks again (a resume, a fork):
         the same run if ``base`` is the thread's latest, else a new run (``run_id`` if given)."""
@@ -325,6 +348,7 @@ class Engine:
             node=base.node,
             extra=extra,
             metadata={"source": source, "update": dict(update or {})},
+            store=store,
         )
         if base_writes is None:
             base_writes = self.saver.get_writes(base.thread_id, base.checkpoint_id)
@@ -363,8 +387,10 @@ class Engine:
         checkpoint: Checkpoint,
         writes: Mapping[str, Mapping[str, Any] | None],
         config: RunnableConfig,
+        store: Store | None = None,
     ) -> StepResult:
-        """Merge a completed step's writes (by task id), route, save the next checkpoint."""
+        """Merge a completed step's writes (by task id), route, save the next checkpoint
+        (with ``store`` if given)."""
         tasks = checkpoint.tasks
         merged = _algo.merge_writes(
             self.spec, checkpoint.values, [(task.node, writes.get(task.id)) for task in tasks]
@@ -387,6 +413,7 @@ class Engine:
             node=executed[-1] if executed else None,
             extra=extra,
             metadata={"source": "loop", "writes": {t.id: writes.get(t.id) for t in tasks}},
+            store=store,
         )
         state = self.state(merged)
         outputs = [

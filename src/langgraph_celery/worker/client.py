@@ -18,7 +18,7 @@ from langgraph_celery import errors
 from langgraph_celery.checkpoint.base import Checkpoint, CheckpointView
 from langgraph_celery.errors import GraphStateError
 from langgraph_celery.graph import _sync
-from langgraph_celery.graph._engine import _has_pending, new_id
+from langgraph_celery.graph._engine import has_pending, new_id
 from langgraph_celery.graph._local import Outcome
 from langgraph_celery.graph._sync import SHARED_POOL
 from langgraph_celery.graph.config import RunnableConfig
@@ -109,7 +109,7 @@ def status_of(view: CheckpointView) -> RunStatus:
     ):
         if marker in view.writes:
             return RunStatus(status, checkpoint, dict(view.writes[marker].update))
-    if not _has_pending(checkpoint):  # (an interrupt_after's step: its marker is on its way)
+    if not has_pending(checkpoint):  # (an interrupt_after's step: its marker is on its way)
         return RunStatus(COMPLETED, checkpoint)
     if cancelled_by_parent(view):
         return RunStatus(CANCELLED, checkpoint, {})
@@ -163,7 +163,7 @@ class CelerySource:
                     f"thread {thread_id!r} is busy: run {latest.run_id} is still running; wait "
                     "for it (RunHandle.wait) or cancel it before starting or resuming another"
                 )
-            if graph_input.is_resume and not _has_pending(latest):
+            if graph_input.is_resume and not has_pending(latest):
                 raise GraphStateError(
                     f"thread {thread_id!r} has nothing pending to resume (its last run "
                     "completed); start a new run with GraphInput.args(...)"
@@ -177,24 +177,20 @@ class CelerySource:
                 )
         else:
             claim = None
-        # The run is watched from before its first checkpoint is stored: a client that dies in
-        # between leaves the timer, and the reaper finds the thread.
+        # The run's first checkpoint is stored with the reaper's stall timer of its run, both or
+        # neither: a run is never stored unwatched.
         continues = graph_input.is_resume and latest is not None and config.checkpoint_id is None
         run_id = latest.run_id if continues and latest is not None else new_id()
-        due = _store(lambda: runtime.arm_thread(thread_id, run_id))
         try:
             checkpoint, start = await self._store_first(graph_input, config, latest, run_id, view)
         except BaseException:
             # Nothing was stored (a failing entry route, a value the reducers refuse, the other
-            # of two first runs): the thread stays as it was and usable.
+            # of two first runs): the thread stays as it was (timer included) and usable.
             if claim is not None and latest is not None:
                 self._release(latest, claim)
-            _store(lambda: runtime.saver.clear_timer(thread_id, run_id, due))
             raise
         run_config = config._for_runtime(graph_id=runtime.graph_id, run_id=checkpoint.run_id)
         invocation = checkpoint.checkpoint_id
-        if checkpoint.run_id != run_id:  # (a fork that goes on with the run it forked)
-            _store(lambda: runtime.arm(checkpoint))
         if graph_input.is_resume:
             runtime.executor._send_resume(runtime.envelope(checkpoint, invocation, run_config, 0))
         else:
@@ -272,10 +268,16 @@ class CelerySource:
 
         async def begin() -> tuple[Checkpoint, NodeOutput | None]:
             if config.checkpoint_id is not None:
-                return await runtime.engine.begin(graph_input, config)
+                return await runtime.engine.begin(graph_input, config, runtime.store_first)
             writes = [w for w in view.writes.values() if w.task_id != names.CLAIM]
             return await runtime.engine.begin_from(
-                latest, graph_input, config, run_id=run_id, base_writes=writes, extra=recorded
+                latest,
+                graph_input,
+                config,
+                run_id=run_id,
+                base_writes=writes,
+                extra=recorded,
+                store=runtime.store_first,
             )
 
         for pause in _pauses():
@@ -287,7 +289,7 @@ class CelerySource:
                     await asyncio.sleep(pause)
                     continue
                 if now is None or now.parent_id != before:
-                    raise  # not ours to take up: the armed timer lets the reaper see it
+                    raise  # not ours to take up (another run, watched by its own timer)
                 return self._take_up(now, graph_input, config, latest)
         return await begin()
 

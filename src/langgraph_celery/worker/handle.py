@@ -102,10 +102,13 @@ class RunHandle:
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = _POLL_MIN
         runtime = self._source().runtime
-        subscription = runtime.executor.notifier.subscribe(self.thread_id, final=True)
+        status = self._status()
+        subscription = None
+        if not status.terminal:  # (a run that stopped already needs no wake-up)
+            subscription = runtime.executor.notifier.subscribe(self.thread_id, final=True)
+            status = self._status()  # (it may have stopped before the subscription)
         try:
             while True:
-                status = self._status()
                 if status.terminal:
                     outcome = Outcome()
                     config = RunnableConfig(thread_id=self.thread_id)
@@ -119,6 +122,7 @@ class RunHandle:
                 else:
                     time.sleep(min(delay, left or delay))
                     delay = min(delay * 2, _POLL_MAX)
+                status = self._status()
         finally:
             if subscription is not None:
                 subscription.close()

@@ -24,8 +24,12 @@ Timers (one per thread, in the checkpoint store's timers table)
     ``deadline``  the thread's run is parked with an interrupt timeout.
 
 Redis channels (wake-ups, when the app uses Redis)
-    ``langgraph_celery:thread:<thread_id>``  published when a checkpoint or marker of the
-    thread is committed; clients following a run wait on it.
+    ``langgraph_celery:thread:<thread_id>``  published when a step or marker of the thread is
+    committed (unless the result backend publishes the step's task result: see
+    ``worker/notify.py``); clients following a run's steps wait on it.
+    ``langgraph_celery:thread:<thread_id>:final``  published when a run of the thread stops
+    (completed, parked, failed, cancelled); clients waiting for the end wait on it only,
+    clients following the steps on it too.
 
 Beat schedule entries
     ``langgraph_celery.reap``  the reaper, every ``reap_interval`` seconds.

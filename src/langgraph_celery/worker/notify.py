@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from typing import Any
@@ -28,6 +29,9 @@ from langgraph_celery.worker import names
 __all__ = ["Notifier", "Subscription"]
 
 log = logging.getLogger("langgraph_celery.worker")
+
+#: Subscription connections a client process keeps open between subscriptions.
+_KEEP_IDLE = 8
 
 
 def _redis_url(app: Any) -> str | None:
@@ -41,15 +45,27 @@ def _glob_escape(text: str) -> str:
     return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
 
 
-class Subscription:
-    """A client's subscription to one thread's channel (and its run's task results)."""
+def _bytes(name: str | bytes) -> bytes:
+    return name if isinstance(name, bytes) else name.encode()
 
-    def __init__(self, pubsub: Any) -> None:
+
+class Subscription:
+    """A client's subscription to one thread's channel (and its run's task results), on a
+    connection the notifier keeps for the next subscription once this one is closed."""
+
+    def __init__(
+        self, notifier: Notifier, pubsub: Any, channels: set[bytes], patterns: set[bytes]
+    ) -> None:
+        self._notifier = notifier
         self._pubsub = pubsub
+        self._channels = channels
+        self._patterns = patterns
+        self._broken = False
 
     def wait(self, timeout: float) -> bool:
         """Block until a wake-up arrives (True) or ``timeout`` seconds pass (False).  A node task
-        that only started is not one: its step is not stored yet."""
+        that only started is not one (its step is not stored yet), nor a message left on the
+        connection for an earlier subscription."""
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
@@ -58,15 +74,34 @@ class Subscription:
             try:
                 message = self._pubsub.get_message(ignore_subscribe_messages=True, timeout=left)
             except Exception:  # a broken connection: the caller falls back to reading the store
+                self._broken = True
                 return False
             if message is None:
-                return False
-            if message.get("type") != "pmessage" or b'"STARTED"' not in message.get("data", b""):
+                continue  # (the time ran out, or it read a subscription's confirmation)
+            kind = message.get("type")
+            if kind == "message" and message.get("channel") in self._channels:
+                return True
+            if (
+                kind == "pmessage"
+                and message.get("pattern") in self._patterns
+                and b'"STARTED"' not in message.get("data", b"")
+            ):
                 return True
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):  # closing a broken connection: nothing to do
-            self._pubsub.close()
+        """Unsubscribe, and leave the connection to the notifier (closed if it failed)."""
+        pubsub = self._pubsub
+        try:
+            if self._broken:
+                raise ConnectionError("the subscription's connection failed")
+            pubsub.unsubscribe(*self._channels)
+            if self._patterns:
+                pubsub.punsubscribe(*self._patterns)
+        except Exception:
+            with contextlib.suppress(Exception):  # closing a broken connection: nothing to do
+                pubsub.close()
+            return
+        self._notifier._give_back(pubsub)
 
 
 class Notifier:
@@ -77,6 +112,10 @@ class Notifier:
         self._client: Any = None
         self._backend_publishes: bool | None = None
         self._lock = threading.Lock()
+        # Subscriptions' connections, kept open for the next ones (a new one costs a connect
+        # and a handshake); a forked child leaves its parent's alone.
+        self._idle: list[Any] = []
+        self._pid = os.getpid()
 
     @property
     def steps_published_by_backend(self) -> bool:
@@ -108,18 +147,13 @@ class Notifier:
         return self._client or None
 
     def publish(self, thread_id: str, final: bool = False) -> None:
-        """Wake the thread's followers; with ``final`` (the run stopped) its waiters too."""
+        """Wake the thread's followers; with ``final`` (the run stopped) its waiters too, on the
+        final channel, which followers also listen to."""
         client = self._redis()
         if client is None:
             return
         try:
-            if final:
-                pipe = client.pipeline(transaction=False)
-                pipe.publish(names.thread_channel(thread_id), b"1")
-                pipe.publish(names.thread_channel(thread_id, final=True), b"1")
-                pipe.execute()
-            else:
-                client.publish(names.thread_channel(thread_id), b"1")
+            client.publish(names.thread_channel(thread_id, final), b"1")
         except Exception as error:  # a wake-up is an optimisation; the store stays the truth
             log.debug("could not publish a wake-up for thread %r: %s", thread_id, error)
 
@@ -131,13 +165,39 @@ class Notifier:
         client = self._redis()
         if client is None:
             return None
+        channels = {_bytes(names.thread_channel(thread_id, final=True))}
+        if not final:
+            channels.add(_bytes(names.thread_channel(thread_id)))
+        patterns = set()
+        if not final and run_id is not None and self.steps_published_by_backend:
+            pattern = names.celery_task_id(_glob_escape(run_id), "*", "*")
+            patterns.add(_bytes(self._app.backend.get_key_for_task(pattern)))
+        pubsub = None
         try:
-            pubsub = client.pubsub()
-            pubsub.subscribe(names.thread_channel(thread_id, final))
-            if not final and run_id is not None and self.steps_published_by_backend:
-                pattern = names.celery_task_id(_glob_escape(run_id), "*", "*")
-                pubsub.psubscribe(self._app.backend.get_key_for_task(pattern))
+            pubsub = self._take(client)
+            pubsub.subscribe(*channels)
+            if patterns:
+                pubsub.psubscribe(*patterns)
         except Exception as error:
             log.debug("could not subscribe to thread %r: %s", thread_id, error)
+            if pubsub is not None:
+                with contextlib.suppress(Exception):
+                    pubsub.close()
             return None
-        return Subscription(pubsub)
+        return Subscription(self, pubsub, channels, patterns)
+
+    def _take(self, client: Any) -> Any:
+        with self._lock:
+            if self._pid != os.getpid():
+                self._idle, self._pid = [], os.getpid()
+            if self._idle:
+                return self._idle.pop()
+        return client.pubsub()
+
+    def _give_back(self, pubsub: Any) -> None:
+        with self._lock:
+            if self._pid == os.getpid() and len(self._idle) < _KEEP_IDLE:
+                self._idle.append(pubsub)
+                return
+        with contextlib.suppress(Exception):
+            pubsub.close()

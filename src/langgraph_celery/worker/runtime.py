@@ -19,9 +19,10 @@ from langgraph_celery.checkpoint.base import (
     Checkpoint,
     CheckpointView,
     PendingTask,
+    Timer,
 )
 from langgraph_celery.errors import CheckpointConflictError, GraphError, NodeError
-from langgraph_celery.graph._engine import Engine
+from langgraph_celery.graph._engine import Engine, has_pending
 from langgraph_celery.graph._sync import run_sync
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.retry import RetryPolicy, _RetryHook
@@ -188,15 +189,14 @@ class GraphRuntime:
             {"node_id": node, "error_type": error_type, "message": message},
         )
 
-    def arm(self, checkpoint: Checkpoint) -> None:
-        """Start watching the thread's active run (the reaper's stall timer)."""
-        self.arm_thread(checkpoint.thread_id, checkpoint.run_id)
-
-    def arm_thread(self, thread_id: str, run_id: str) -> datetime:
-        """Set the thread's stall timer for ``run_id``; returns when it is due."""
+    def stall_timer(self, checkpoint: Checkpoint) -> Timer:
+        """The reaper's timer that watches ``checkpoint``'s run from now on."""
         due = datetime.now(UTC) + timedelta(seconds=self.executor.stalled_after)
-        self.saver.set_timer(thread_id, run_id, self.graph_id, names.STALL_TIMER, due)
-        return due
+        return Timer(checkpoint.thread_id, checkpoint.run_id, self.graph_id, names.STALL_TIMER, due)
+
+    def store_first(self, checkpoint: Checkpoint) -> Checkpoint:
+        """Store an invocation's first checkpoint together with its run's stall timer."""
+        return self.saver.put_with_timer(checkpoint, self.stall_timer(checkpoint))
 
     # -- dispatch -------------------------------------------------------------------------------
 
@@ -208,18 +208,22 @@ class GraphRuntime:
         steps_taken: int,
         *,
         announce: bool = False,
+        timer_cleared: bool = False,
     ) -> None:
         """From a stored checkpoint: complete the run, park it, or send its tasks.
 
         Followers of the thread are woken when the run stops here (completed, parked, failed);
-        with ``announce`` (``checkpoint`` is a new step) also when its tasks are sent.
+        with ``announce`` (``checkpoint`` is a new step) also when its tasks are sent.  With
+        ``timer_cleared`` the run's stall timer went with ``checkpoint`` already.
         """
         engine = self.engine
         while checkpoint.extra.get("edges_pending"):
             checkpoint = await engine.pending_edges(checkpoint, config)
+            timer_cleared = False
         if not checkpoint.tasks:
             # completed: the client that waits for the run reads it (and releases the thread)
-            self.saver.clear_timer(checkpoint.thread_id, checkpoint.run_id)
+            if not timer_cleared:
+                self.saver.clear_timer(checkpoint.thread_id, checkpoint.run_id)
             self.executor.notifier.publish(checkpoint.thread_id, final=True)
             return
         interruption = await engine.interruption_before(checkpoint, config)
@@ -368,8 +372,17 @@ class GraphRuntime:
         config: RunnableConfig,
         announce: bool,
     ) -> dict[str, Any]:
+        saver = self.saver
+        last: list[Checkpoint] = []
+
+        def store(new: Checkpoint) -> Checkpoint:
+            if has_pending(new):
+                return saver.put(new)
+            last.append(new)  # the run's last checkpoint: its stall timer goes with it
+            return saver.put_with_timer(new, None)
+
         try:
-            result = await self.engine.finish(checkpoint, writes, config)
+            result = await self.engine.finish(checkpoint, writes, config, store)
         except CheckpointConflictError:
             return {"status": "merged-elsewhere"}
         except GraphError as error:
@@ -393,7 +406,12 @@ class GraphRuntime:
         else:
             try:
                 await self.advance(
-                    new, envelope.invocation, config, envelope.steps_taken + 1, announce=announce
+                    new,
+                    envelope.invocation,
+                    config,
+                    envelope.steps_taken + 1,
+                    announce=announce,
+                    timer_cleared=bool(last),
                 )
             except GraphError as error:
                 self.mark_error(new, new.next[0] if new.next else "__END__", error)
