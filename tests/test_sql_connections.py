@@ -138,3 +138,35 @@ def test_a_forked_child_leaves_the_parents_connections_alone(pg_saver: SqlSaver)
     # the parent's connection is the same session, alive (no retry hides a closed one here)
     assert _backend_pid(pg_saver) == before
     assert [c.step for c in pg_saver.list(thread)] == [1, 0]
+
+
+def test_no_more_connections_open_at_once_than_the_engines_pool_allows(postgres_url: str) -> None:
+    engine = create_engine(
+        postgres_url.replace("postgresql://", "postgresql+psycopg://", 1),
+        pool_size=2,
+        max_overflow=0,
+        pool_timeout=0.3,
+    )
+    saver = SqlSaver(engine, table_prefix=f"conn_{uuid.uuid4().hex[:8]}_")
+    assert saver._direct is not None
+    slow = compile_direct(select(func.pg_sleep(1.5).label("slept")), engine, ())
+    barrier = threading.Barrier(3)
+    outcomes: list[str] = []
+
+    def call() -> None:
+        barrier.wait(timeout=10)
+        try:
+            saver._direct.run(slow, {})  # type: ignore[union-attr]
+            outcomes.append("ran")
+        except TimeoutError as error:
+            assert "2 connections" in str(error)
+            outcomes.append("timed out")
+
+    threads = [threading.Thread(target=call) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    saver.dispose()
+    engine.dispose()
+    assert sorted(outcomes) == ["ran", "ran", "timed out"]

@@ -9,7 +9,9 @@ engine's dialect and runs it on an autocommit DBAPI connection of its own:
 * connections come from the engine (its URL, ``connect_args`` and ``connect`` listeners) and are
   then detached from its pool, so they never hold one of the pool's slots;
 * idle ones wait in a free list (at most :data:`KEEP_IDLE`); a call takes one, or opens one when
-  none is free, so threads never share a connection;
+  none is free, so threads never share a connection; at most as many are open at once as the
+  engine's pool allows (``pool_size + max_overflow``; :data:`MAX_OPEN` for other pools), and a
+  call waits up to the pool's timeout for one, as with the pool itself;
 * a disconnect (the server restarted, a backend was terminated) closes every idle connection,
   as SQLAlchemy's pool does, since they are likely dead too, and is raised as SQLAlchemy's
   exception with ``connection_invalidated`` set, so callers handle one kind of error;
@@ -34,10 +36,12 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
-__all__ = ["KEEP_IDLE", "DirectConnections", "DirectStatement", "compile_direct"]
+__all__ = ["KEEP_IDLE", "MAX_OPEN", "DirectConnections", "DirectStatement", "compile_direct"]
 
 #: Idle connections a saver keeps per process; more are closed when given back.
 KEEP_IDLE = 8
+#: Connections open at once per saver and process, when the engine's pool sets no such bound.
+MAX_OPEN = 16
 
 #: Connections of a parent process, seen by a forked child: kept alive here, never used or
 #: closed (closing would end the parent's sessions on the shared sockets).
@@ -115,6 +119,14 @@ class DirectConnections:
         self._lock = threading.Lock()
         self._idle: list[Any] = []  # (pool fairy) connections not in use, newest last
         self._pid = os.getpid()
+        pool: Any = engine.pool
+        size, overflow = getattr(pool, "size", None), getattr(pool, "_max_overflow", None)
+        if callable(size) and isinstance(overflow, int):
+            self._max_open = max(1, size() + max(overflow, 0))
+        else:
+            self._max_open = MAX_OPEN
+        self._wait = float(getattr(pool, "_timeout", 30.0) or 30.0)
+        self._slots = threading.BoundedSemaphore(self._max_open)
 
     def run(self, statement: DirectStatement, params: Mapping[str, Any]) -> list[Any] | int:
         """Execute ``statement``: its rows if it returns rows, else the row count."""
@@ -166,27 +178,37 @@ class DirectConnections:
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
-        fairy = None
         with self._lock:
             if self._pid != os.getpid():  # a forked child: the parent's connections stay its own
                 _INHERITED.extend(self._idle)
                 self._idle = []
                 self._pid = os.getpid()
-            if self._idle:
-                fairy = self._idle.pop()
-        if fairy is None:
-            fairy = self._open()
+                self._slots = threading.BoundedSemaphore(self._max_open)
+            slots = self._slots
+        if not slots.acquire(timeout=self._wait):
+            raise TimeoutError(
+                f"all {self._max_open} connections of the checkpoint saver are in use (waited "
+                f"{self._wait:g} s): raise the engine's pool_size/max_overflow, or use fewer "
+                "threads"
+            )
         try:
-            yield fairy
-        except BaseException:
-            connection = fairy.dbapi_connection
-            if connection is not None:  # (None: closed already, as disconnected)
-                if _unusable(connection):
-                    _close(fairy)
-                else:
-                    self._give_back(fairy)
-            raise
-        self._give_back(fairy)
+            with self._lock:
+                fairy = self._idle.pop() if self._idle else None
+            if fairy is None:
+                fairy = self._open()
+            try:
+                yield fairy
+            except BaseException:
+                connection = fairy.dbapi_connection
+                if connection is not None:  # (None: closed already, as disconnected)
+                    if _unusable(connection):
+                        _close(fairy)
+                    else:
+                        self._give_back(fairy)
+                raise
+            self._give_back(fairy)
+        finally:
+            slots.release()
 
     def _open(self) -> Any:
         fairy = self._engine.raw_connection()

@@ -61,7 +61,8 @@ class SqlSaver(BaseCheckpointSaver):
     ``url_or_engine`` is a URL (``sqlite:///path.db``, ``postgresql://user@host/db``; a
     PostgreSQL URL without a driver uses psycopg 3) or an :class:`~sqlalchemy.Engine`, used as
     is.  ``table_prefix`` names the tables (``<prefix>checkpoints``, ``<prefix>writes``), so
-    several savers can share one database.
+    several savers can share one database.  Statements run on connections the saver opens
+    through the engine and keeps (see :mod:`langgraph_celery.checkpoint._direct`).
     """
 
     shared_across_processes = True

@@ -102,13 +102,11 @@ class RunHandle:
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = _POLL_MIN
         runtime = self._source().runtime
-        status = self._status()
-        subscription = None
-        if not status.terminal:  # (a run that stopped already needs no wake-up)
-            subscription = runtime.executor.notifier.subscribe(self.thread_id, final=True)
-            status = self._status()  # (it may have stopped before the subscription)
+        # subscribed before the first read, so that a stop between the two is not missed
+        subscription = runtime.executor.notifier.subscribe(self.thread_id, final=True)
         try:
             while True:
+                status = self._status()
                 if status.terminal:
                     outcome = Outcome()
                     config = RunnableConfig(thread_id=self.thread_id)
@@ -122,7 +120,6 @@ class RunHandle:
                 else:
                     time.sleep(min(delay, left or delay))
                     delay = min(delay * 2, _POLL_MAX)
-                status = self._status()
         finally:
             if subscription is not None:
                 subscription.close()
