@@ -3,6 +3,7 @@ drops them, left alone by a forked child, and bounded when many threads call at 
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import threading
 import uuid
@@ -94,7 +95,10 @@ def test_calls_from_many_threads_hold_no_pool_connection(sql_saver: SqlSaver) ->
     assert 1 <= len(sql_saver._direct._idle) <= KEEP_IDLE
 
 
-def test_a_terminated_connection_is_replaced(pg_saver: SqlSaver, postgres_url: str) -> None:
+def test_a_terminated_connection_is_replaced(
+    pg_saver: SqlSaver, postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
     thread = f"t-{uuid.uuid4().hex}"
     first = pg_saver.put(_checkpoint(thread, 0, parent=None))
     before = _backend_pid(pg_saver)
@@ -113,6 +117,8 @@ def test_a_terminated_connection_is_replaced(pg_saver: SqlSaver, postgres_url: s
     assert raised.value.connection_invalidated
     pg_saver.put(second)
     assert [c.step for c in pg_saver.list(thread)] == [1, 0]
+    # a dead connection is closed quietly (no failed rollback logged by the pool)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 def _child_uses_saver(saver: SqlSaver, thread: str, parents: int, done: Any) -> None:

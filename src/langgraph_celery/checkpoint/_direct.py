@@ -260,7 +260,13 @@ def _unusable(connection: Any) -> bool:
 
 
 def _close(fairy: Any) -> None:
-    try:
-        fairy.close()
-    except Exception:  # closing a broken connection: nothing more to do
+    """Close a connection of ours: the DBAPI connection itself (in autocommit there is nothing to
+    roll back; the pool's reset would fail, and log it, on a connection the server dropped), then
+    the pool's wrapper, which forgets it."""
+    connection = fairy.dbapi_connection
+    if connection is None:
+        return
+    with contextlib.suppress(Exception):  # a broken connection: nothing more to do
+        connection.close()
+    with contextlib.suppress(Exception):
         fairy.invalidate()
