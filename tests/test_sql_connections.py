@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import NullPool, StaticPool
 
 from langgraph_celery.checkpoint import Checkpoint, SqlSaver
 from langgraph_celery.checkpoint._direct import KEEP_IDLE, compile_direct
@@ -176,3 +176,15 @@ def test_no_more_connections_open_at_once_than_the_engines_pool_allows(postgres_
     saver.dispose()
     engine.dispose()
     assert sorted(outcomes) == ["ran", "ran", "timed out"]
+
+
+def test_an_engine_with_one_shared_connection_is_used_through_sqlalchemy(tmp_path: Any) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'one.db'}", poolclass=StaticPool)
+    saver = SqlSaver(engine)
+    assert saver._direct is None  # (its one connection cannot be lent away)
+    stored = saver.put(_checkpoint("t1", 0, parent=None))
+    latest = saver.get("t1")
+    assert latest is not None and latest.checkpoint_id == stored.checkpoint_id
+    saver.put_with_timer(_checkpoint("t1", 1), None)
+    assert [c.step for c in saver.list("t1")] == [1, 0]
+    engine.dispose()

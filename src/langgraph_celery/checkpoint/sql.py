@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import Engine, Index, create_engine, delete, event, select
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
 from langgraph_celery.checkpoint._direct import DirectConnections, DirectStatement, compile_direct
 from langgraph_celery.checkpoint._schema import (
@@ -89,7 +89,9 @@ class SqlSaver(BaseCheckpointSaver):
         # connections (see checkpoint/_direct.py).
         memory = _is_sqlite_memory(self._engine.url)
         serial_lock = threading.RLock() if memory else None
-        self._direct = None if memory else DirectConnections(self._engine)
+        # (a pool of one shared connection, as for in-memory SQLite, cannot lend one away)
+        shared = isinstance(self._engine.pool, StaticPool | SingletonThreadPool)
+        self._direct = None if memory or shared else DirectConnections(self._engine)
         self._compiled: dict[tuple[int, tuple[str, ...]], DirectStatement] = {}
         self._serial: Callable[[], AbstractContextManager[Any]] = (
             nullcontext if serial_lock is None else (lambda: serial_lock)
