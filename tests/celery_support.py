@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app_kit import app_env
+
 __all__ = [
     "APPS_DIR",
     "CeleryStack",
@@ -75,13 +77,7 @@ def subprocess_env(
     settings: Mapping[str, str], extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The environment of a subprocess that imports the test app with ``settings``."""
-    env = dict(os.environ)
-    env.update(settings)
-    env.update(extra or {})
-    paths = [str(APPS_DIR), env.get("PYTHONPATH", "")]
-    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+    return app_env(APPS_DIR, settings, extra)
 
 
 class ServiceProcess:

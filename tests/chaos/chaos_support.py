@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from celery_support import BundleAccess, ServiceProcess, launch_worker, subprocess_env
+from app_kit import app_env
+from celery_support import BundleAccess, ServiceProcess, launch_worker
 from langgraph_celery.beat.reaper import ReapReport, reap
 from langgraph_celery.checkpoint.base import Checkpoint
 from langgraph_celery.worker import names
@@ -37,9 +38,7 @@ def chaos_env(
     settings: Mapping[str, str], extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The environment of a subprocess that imports ``chaos_app`` with ``settings``."""
-    env = subprocess_env(settings, extra)
-    env["PYTHONPATH"] = f"{APPS_DIR}:{env.get('PYTHONPATH', '')}".rstrip(":")
-    return env
+    return app_env(APPS_DIR, settings, extra)
 
 
 def start_worker(

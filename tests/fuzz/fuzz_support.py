@@ -19,6 +19,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
 
+from app_kit import app_env
 from celery_support import BundleAccess, ServiceProcess, launch_worker, wait_until
 
 __all__ = [
@@ -74,12 +75,7 @@ def fuzz_env(
     app_settings: Mapping[str, str], extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The environment of a subprocess that imports ``fuzz_app`` with ``app_settings``."""
-    env = dict(os.environ)
-    env.update(app_settings)
-    env.update(extra or {})
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(APPS_DIR), env.get("PYTHONPATH", "")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+    return app_env(APPS_DIR, app_settings, extra)
 
 
 def start_fuzz_worker(

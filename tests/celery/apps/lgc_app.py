@@ -12,12 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from celery import Celery
 from lgc_graphs import GRAPHS, ROUTED_GRAPHS
 
-from langgraph_celery import CompileConfig, CompiledGraph
+from app_kit import AppBundle, compile_graphs, make_app
 from langgraph_celery.celery import CeleryExecutor
-from langgraph_celery.checkpoint import SqlSaver
 
 #: Environment variables the app reads.
 ENV_KEYS = (
@@ -32,39 +30,29 @@ ENV_KEYS = (
 
 
 @dataclass
-class Bundle:
-    app: Celery
-    saver: SqlSaver
-    executor: CeleryExecutor
-    routed: CeleryExecutor
-    graphs: dict[str, CompiledGraph]
-
-    def close(self) -> None:
-        self.saver.dispose()
-        self.app.close()
-
-
-def make_app(settings: Mapping[str, str]) -> Celery:
-    app = Celery("lgc_app", broker=settings["LGC_BROKER_URL"], backend=settings["LGC_BACKEND_URL"])
-    app.conf.task_default_queue = settings["LGC_QUEUE"]
-    app.conf.broker_connection_retry_on_startup = True
-    app.conf.worker_hijack_root_logger = True
-    return app
+class Bundle(AppBundle):
+    routed: CeleryExecutor  # routes node ``n`` to the special queue
 
 
 def build(settings: Mapping[str, str]) -> Bundle:
-    app = make_app(settings)
-    saver = SqlSaver(settings["LGC_DB_URL"], table_prefix=settings["LGC_TABLE_PREFIX"])
+    app, saver = make_app(
+        "lgc_app",
+        settings["LGC_BROKER_URL"],
+        settings["LGC_BACKEND_URL"],
+        settings["LGC_QUEUE"],
+        settings["LGC_DB_URL"],
+        settings["LGC_TABLE_PREFIX"],
+    )
     executor = CeleryExecutor(app)
     routed = CeleryExecutor(app, routes={"n": settings["LGC_SPECIAL_QUEUE"]})
-    graphs: dict[str, CompiledGraph] = {}
-    for table, chosen in ((GRAPHS, executor), (ROUTED_GRAPHS, routed)):
-        for graph_id, (builder, options) in table.items():
-            config = CompileConfig(
-                checkpoint_saver=saver, graph_id=graph_id, executor=chosen, **options
-            )
-            graphs[graph_id] = builder().compile(config)
-    return Bundle(app, saver, executor, routed, graphs)
+    graphs = compile_graphs(
+        saver,
+        [
+            *((gid, builder, executor, options) for gid, (builder, options) in GRAPHS.items()),
+            *((gid, builder, routed, opts) for gid, (builder, opts) in ROUTED_GRAPHS.items()),
+        ],
+    )
+    return Bundle(app, saver, executor, graphs, routed)
 
 
 def settings_from_env() -> dict[str, str]:

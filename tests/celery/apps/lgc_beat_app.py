@@ -30,21 +30,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from celery import Celery
-
+from app_kit import AppBundle, compile_graphs, make_app
 from langgraph_celery import (
     END,
     START,
     AgentState,
     Channels,
-    CompileConfig,
-    CompiledGraph,
     GraphInterrupt,
     StateGraph,
 )
 from langgraph_celery.beat.reaper import TIMEOUT_KEY
 from langgraph_celery.celery import CeleryExecutor
-from langgraph_celery.checkpoint import SqlSaver
 
 ENV_KEYS = (
     "LGC_BROKER_URL",  # the broker (Redis db 10)
@@ -135,46 +131,36 @@ def boom() -> StateGraph:
 
 
 @dataclass
-class Bundle:
-    app: Celery
-    saver: SqlSaver
-    executor: CeleryExecutor
-    held: CeleryExecutor
-    timed: CeleryExecutor
-    graphs: dict[str, CompiledGraph]
-
-    def close(self) -> None:
-        self.saver.dispose()
-        self.app.close()
+class Bundle(AppBundle):
+    held: CeleryExecutor  # routes node ``b`` to the held queue
+    timed: CeleryExecutor  # with an interrupt timeout
 
 
 def build(settings: Mapping[str, str]) -> Bundle:
-    app = Celery(
-        "lgc_beat_app", broker=settings["LGC_BROKER_URL"], backend=settings["LGC_BACKEND_URL"]
+    app, saver = make_app(
+        "lgc_beat_app",
+        settings["LGC_BROKER_URL"],
+        settings["LGC_BACKEND_URL"],
+        settings["LGC_QUEUE"],
+        settings["LGC_DB_URL"],
+        settings["LGC_TABLE_PREFIX"],
     )
-    app.conf.task_default_queue = settings["LGC_QUEUE"]
-    app.conf.broker_connection_retry_on_startup = True
-    app.conf.worker_hijack_root_logger = True
-    saver = SqlSaver(settings["LGC_DB_URL"], table_prefix=settings["LGC_TABLE_PREFIX"])
     timing = {"reap_interval": REAP_INTERVAL, "stalled_after": STALLED_AFTER}
     executor = CeleryExecutor(app, **timing)
     held = CeleryExecutor(app, routes={"b": settings["LGC_HELD_QUEUE"]}, **timing)
     timed = CeleryExecutor(app, interrupt_timeout=INTERRUPT_TIMEOUT, **timing)
-    table: list[tuple[str, Callable[[], StateGraph], CeleryExecutor, dict[str, Any]]] = [
-        ("chain", chain, executor, {}),
-        ("fan", fan, executor, {}),
-        ("gate", gate, executor, {}),
-        ("boom", boom, executor, {}),
-        ("held-chain", chain, held, {}),
-        ("held-fan", fan, held, {}),
-        ("timed-review", chain, timed, {"interrupt_before": ("b",)}),
-    ]
-    graphs: dict[str, CompiledGraph] = {}
-    for graph_id, builder, chosen, options in table:
-        config = CompileConfig(
-            checkpoint_saver=saver, graph_id=graph_id, executor=chosen, **options
-        )
-        graphs[graph_id] = builder().compile(config)
+    graphs = compile_graphs(
+        saver,
+        [
+            ("chain", chain, executor, {}),
+            ("fan", fan, executor, {}),
+            ("gate", gate, executor, {}),
+            ("boom", boom, executor, {}),
+            ("held-chain", chain, held, {}),
+            ("held-fan", fan, held, {}),
+            ("timed-review", chain, timed, {"interrupt_before": ("b",)}),
+        ],
+    )
     for entry in json.loads(settings.get("LGC_BEAT_SCHEDULES") or "[]"):
         executor.schedule_run(
             graphs[entry["graph"]],
@@ -183,7 +169,7 @@ def build(settings: Mapping[str, str]) -> Bundle:
             input=entry.get("input"),
             thread_id=entry.get("thread_id"),
         )
-    return Bundle(app, saver, executor, held, timed, graphs)
+    return Bundle(app, saver, executor, graphs, held, timed)
 
 
 def settings_from_env() -> dict[str, str]:

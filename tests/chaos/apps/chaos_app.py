@@ -24,23 +24,18 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from celery import Celery
-
+from app_kit import AppBundle, compile_graphs, make_app
 from langgraph_celery import (
     END,
     START,
     AgentState,
     Channels,
-    CompileConfig,
-    CompiledGraph,
     RunnableConfig,
     StateGraph,
 )
 from langgraph_celery.celery import CeleryExecutor
-from langgraph_celery.checkpoint import SqlSaver
 
 #: Environment variables the app reads.
 ENV_KEYS = (
@@ -110,18 +105,6 @@ GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
 }
 
 
-@dataclass
-class Bundle:
-    app: Celery
-    saver: SqlSaver
-    executor: CeleryExecutor
-    graphs: dict[str, CompiledGraph]
-
-    def close(self) -> None:
-        self.saver.dispose()
-        self.app.close()
-
-
 def _duplicate_node_messages(executor: CeleryExecutor) -> None:
     """Chaos: publish every node message of a ``dup-`` thread twice (same kwargs, same id)."""
     send = executor._send_node
@@ -134,24 +117,22 @@ def _duplicate_node_messages(executor: CeleryExecutor) -> None:
     executor._send_node = send_twice  # type: ignore[method-assign]
 
 
-def build(settings: Mapping[str, str]) -> Bundle:
-    app = Celery(
-        "chaos_app", broker=settings["CHAOS_BROKER_URL"], backend=settings["CHAOS_BROKER_URL"]
+def build(settings: Mapping[str, str]) -> AppBundle:
+    app, saver = make_app(
+        "chaos_app",
+        settings["CHAOS_BROKER_URL"],
+        settings["CHAOS_BROKER_URL"],
+        settings["CHAOS_QUEUE"],
+        settings["CHAOS_DB_URL"],
+        settings["CHAOS_TABLE_PREFIX"],
     )
-    app.conf.task_default_queue = settings["CHAOS_QUEUE"]
-    app.conf.broker_connection_retry_on_startup = True
-    app.conf.worker_hijack_root_logger = True
-    saver = SqlSaver(settings["CHAOS_DB_URL"], table_prefix=settings["CHAOS_TABLE_PREFIX"])
     stalled_after = float(settings.get("CHAOS_STALLED_AFTER") or 2.0)
     executor = CeleryExecutor(app, stalled_after=stalled_after, reap_interval=stalled_after / 2)
     _duplicate_node_messages(executor)
-    graphs: dict[str, CompiledGraph] = {}
-    for graph_id, (builder, options) in GRAPHS.items():
-        config = CompileConfig(
-            checkpoint_saver=saver, graph_id=graph_id, executor=executor, **options
-        )
-        graphs[graph_id] = builder().compile(config)
-    return Bundle(app, saver, executor, graphs)
+    graphs = compile_graphs(
+        saver, [(gid, builder, executor, options) for gid, (builder, options) in GRAPHS.items()]
+    )
+    return AppBundle(app, saver, executor, graphs)
 
 
 def settings_from_env() -> dict[str, str]:

@@ -8,18 +8,17 @@ graphs of :data:`FIXED` that the bad-input and security tests park threads on.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from celery import Celery
 from fuzz_graphs import build as build_spec
 from fuzz_graphs import compile_options, graph_id, spec_from_seed
 
-from langgraph_celery import END, START, AgentState, CompileConfig, CompiledGraph, StateGraph
+from app_kit import AppBundle, compile_graphs, make_app
+from langgraph_celery import END, START, AgentState, StateGraph
 from langgraph_celery.celery import CeleryExecutor
-from langgraph_celery.checkpoint import SqlSaver
 
 ENV_KEYS = (
     "FUZZ_BROKER_URL",  # the broker (Redis)
@@ -95,40 +94,23 @@ FIXED: dict[str, tuple[Any, Mapping[str, Any]]] = {
 }
 
 
-@dataclass
-class Bundle:
-    app: Celery
-    saver: SqlSaver
-    executor: CeleryExecutor
-    graphs: dict[str, CompiledGraph]
-
-    def close(self) -> None:
-        self.saver.dispose()
-        self.app.close()
-
-
-def build(settings: Mapping[str, str]) -> Bundle:
-    app = Celery(
-        "fuzz_app", broker=settings["FUZZ_BROKER_URL"], backend=settings["FUZZ_BACKEND_URL"]
+def build(settings: Mapping[str, str]) -> AppBundle:
+    app, saver = make_app(
+        "fuzz_app",
+        settings["FUZZ_BROKER_URL"],
+        settings["FUZZ_BACKEND_URL"],
+        settings["FUZZ_QUEUE"],
+        settings["FUZZ_DB_URL"],
+        settings["FUZZ_TABLE_PREFIX"],
     )
-    app.conf.task_default_queue = settings["FUZZ_QUEUE"]
-    app.conf.worker_hijack_root_logger = True
-    saver = SqlSaver(settings["FUZZ_DB_URL"], table_prefix=settings["FUZZ_TABLE_PREFIX"])
     executor = CeleryExecutor(app)
-    graphs: dict[str, CompiledGraph] = {}
-    for gid, (builder, options) in FIXED.items():
-        config = CompileConfig(checkpoint_saver=saver, graph_id=gid, executor=executor, **options)
-        graphs[gid] = builder().compile(config)
-    for seed in range(int(settings["FUZZ_GRAPHS"])):
-        spec = spec_from_seed(seed)
-        config = CompileConfig(
-            checkpoint_saver=saver,
-            graph_id=graph_id(seed),
-            executor=executor,
-            **compile_options(spec),
-        )
-        graphs[graph_id(seed)] = build_spec(spec).compile(config)
-    return Bundle(app, saver, executor, graphs)
+    fixed = [(gid, builder, executor, options) for gid, (builder, options) in FIXED.items()]
+    specs = [spec_from_seed(seed) for seed in range(int(settings["FUZZ_GRAPHS"]))]
+    generated = [
+        (graph_id(seed), functools.partial(build_spec, spec), executor, compile_options(spec))
+        for seed, spec in enumerate(specs)
+    ]
+    return AppBundle(app, saver, executor, compile_graphs(saver, [*fixed, *generated]))
 
 
 def settings_from_env() -> dict[str, str]:

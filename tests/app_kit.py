@@ -1,0 +1,80 @@
+"""What the test apps share (``lgc_app``, ``lgc_beat_app``, ``chaos_app``, ``fuzz_app``: the
+modules ``celery -A ... worker`` imports in the tests): the Celery app, the saver and the graphs,
+built from settings so that the test process and its worker subprocesses build the same ones.
+
+Worker subprocesses find this module because :func:`app_env` puts this folder, with the suite's
+apps folder, on their ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+
+from langgraph_celery import CompileConfig, CompiledGraph, StateGraph
+from langgraph_celery.celery import CeleryExecutor
+from langgraph_celery.checkpoint import SqlSaver
+
+__all__ = ["TESTS_DIR", "AppBundle", "GraphEntry", "app_env", "compile_graphs", "make_app"]
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+#: ``(graph_id, builder, executor, compile options)``.
+GraphEntry = tuple[str, Any, CeleryExecutor, Mapping[str, Any]]
+
+
+@dataclass
+class AppBundle:
+    """A test app as built from its settings: its Celery app, saver, executor and graphs."""
+
+    app: Celery
+    saver: SqlSaver
+    executor: CeleryExecutor
+    graphs: dict[str, CompiledGraph]
+
+    def close(self) -> None:
+        self.saver.dispose()
+        self.app.close()
+
+
+def make_app(
+    name: str, broker: str, backend: str, queue: str, db_url: str, table_prefix: str
+) -> tuple[Celery, SqlSaver]:
+    """The Celery app (default queue ``queue``, its log on the worker's handlers) and the
+    saver (its own table prefix in the test database)."""
+    app = Celery(name, broker=broker, backend=backend)
+    app.conf.task_default_queue = queue
+    app.conf.broker_connection_retry_on_startup = True
+    app.conf.worker_hijack_root_logger = True
+    return app, SqlSaver(db_url, table_prefix=table_prefix)
+
+
+def compile_graphs(saver: SqlSaver, entries: Iterable[GraphEntry]) -> dict[str, CompiledGraph]:
+    """Each entry's graph (``builder()`` gives its ``StateGraph``) compiled for Celery."""
+    graphs: dict[str, CompiledGraph] = {}
+    for graph_id, builder, executor, options in entries:
+        graph: StateGraph = builder()
+        config = CompileConfig(
+            checkpoint_saver=saver, graph_id=graph_id, executor=executor, **options
+        )
+        graphs[graph_id] = graph.compile(config)
+    return graphs
+
+
+def app_env(
+    apps_dir: Path, settings: Mapping[str, str], extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of a subprocess that imports a test app of ``apps_dir`` with
+    ``settings``: both folders on its ``PYTHONPATH``, unbuffered output."""
+    env = dict(os.environ)
+    env.update(settings)
+    env.update(extra or {})
+    paths = [str(apps_dir), str(TESTS_DIR), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
