@@ -1,5 +1,5 @@
-"""What the Celery benchmarks (``celery_bench``, ``soak``) share: a ``celery worker``
-subprocess of one of their apps, and the commit they ran on."""
+"""What the Celery benchmarks (``celery_bench``, ``soak``) share: their Redis db and PostgreSQL
+database, a ``celery worker`` subprocess of one of their apps, and the commit they ran on."""
 
 from __future__ import annotations
 
@@ -11,7 +11,55 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+import redis
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def flush_redis(url: str) -> None:
+    """Empty the Redis db at ``url``."""
+    client = redis.Redis.from_url(url)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
+def bench_database(admin_url: str, name: str) -> tuple[str, str]:
+    """The URL of PostgreSQL database ``name`` (created through ``admin_url`` if missing) and
+    the server's version."""
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            exists = conn.execute(
+                text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": name}
+            ).first()
+            if exists is None:
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+            version = str(conn.execute(text("SHOW server_version")).scalar())
+    finally:
+        admin.dispose()
+    return make_url(admin_url).set(database=name).render_as_string(False), version
+
+
+def drop_tables(pg_url: str, prefix: str) -> None:
+    """Drop every table of the database's current schema whose name starts with ``prefix``."""
+    engine = create_engine(pg_url)
+    try:
+        with engine.begin() as conn:
+            tables = conn.execute(
+                text(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+                    "AND starts_with(tablename, :prefix)"
+                ),
+                {"prefix": prefix},
+            ).scalars()
+            for table in list(tables):
+                conn.execute(text(f'DROP TABLE IF EXISTS "{table}" CASCADE'))
+    finally:
+        engine.dispose()
 
 
 class WorkerProcess:

@@ -70,9 +70,15 @@ from typing import Any
 
 import redis
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
-from bench._worker import ROOT, WorkerProcess, source_state
+from bench._worker import (
+    ROOT,
+    WorkerProcess,
+    bench_database,
+    drop_tables,
+    flush_redis,
+    source_state,
+)
 
 REDIS_SERVER = os.environ.get("LGC_BENCH_REDIS_SERVER", "redis://127.0.0.1:6379")
 REDIS_DB = 14
@@ -134,29 +140,10 @@ class Services:
         }
 
 
-def _flush_redis(url: str) -> None:
-    client = redis.Redis.from_url(url)
-    try:
-        client.flushdb()
-    finally:
-        client.close()
-
-
 def prepare_services() -> Services:
     redis_url = f"{REDIS_SERVER}/{REDIS_DB}"
-    _flush_redis(redis_url)
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            exists = conn.execute(
-                text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": PG_DATABASE}
-            ).first()
-            if exists is None:
-                conn.execute(text(f'CREATE DATABASE "{PG_DATABASE}"'))
-            pg_version = str(conn.execute(text("SHOW server_version")).scalar())
-    finally:
-        admin.dispose()
-    pg_url = make_url(PG_ADMIN_URL).set(database=PG_DATABASE).render_as_string(False)
+    flush_redis(redis_url)
+    pg_url, pg_version = bench_database(PG_ADMIN_URL, PG_DATABASE)
     tmpdir = Path(tempfile.mkdtemp(prefix="lgc-celery-bench-"))
     import sqlite3
 
@@ -172,23 +159,9 @@ def prepare_services() -> Services:
 
 
 def cleanup_services(services: Services) -> None:
-    engine = create_engine(services.pg_url)
-    try:
-        with engine.begin() as conn:
-            # every table the savers created under the prefix, whatever the schema holds
-            tables = conn.execute(
-                text(
-                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
-                    "AND starts_with(tablename, :prefix)"
-                ),
-                {"prefix": services.table_prefix},
-            ).scalars()
-            for table in list(tables):
-                conn.execute(text(f'DROP TABLE IF EXISTS "{table}" CASCADE'))
-    finally:
-        engine.dispose()
+    drop_tables(services.pg_url, services.table_prefix)
     shutil.rmtree(services.tmpdir, ignore_errors=True)
-    _flush_redis(services.redis_url)
+    flush_redis(services.redis_url)
 
 
 # -- the worker -----------------------------------------------------------------------------------

@@ -70,9 +70,16 @@ from typing import Any
 
 import redis
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Engine
 
-from bench._worker import ROOT, WorkerProcess, source_state
+from bench._worker import (
+    ROOT,
+    WorkerProcess,
+    bench_database,
+    drop_tables,
+    flush_redis,
+    source_state,
+)
 
 REDIS_SERVER = os.environ.get("LGC_SOAK_REDIS_SERVER", "redis://127.0.0.1:6379")
 BROKER_DB = 8
@@ -145,30 +152,11 @@ class Services:
         }
 
 
-def _flush(url: str) -> None:
-    client = redis.Redis.from_url(url)
-    try:
-        client.flushdb()
-    finally:
-        client.close()
-
-
 def prepare_services() -> Services:
     broker_url, aux_url = f"{REDIS_SERVER}/{BROKER_DB}", f"{REDIS_SERVER}/{AUX_DB}"
-    _flush(broker_url)
-    _flush(aux_url)
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            exists = conn.execute(
-                text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": PG_DATABASE}
-            ).first()
-            if exists is None:
-                conn.execute(text(f'CREATE DATABASE "{PG_DATABASE}"'))
-            pg_version = str(conn.execute(text("SHOW server_version")).scalar())
-    finally:
-        admin.dispose()
-    pg_url = make_url(PG_ADMIN_URL).set(database=PG_DATABASE).render_as_string(False)
+    flush_redis(broker_url)
+    flush_redis(aux_url)
+    pg_url, pg_version = bench_database(PG_ADMIN_URL, PG_DATABASE)
     return Services(
         broker_url=broker_url,
         aux_url=aux_url,
@@ -180,28 +168,15 @@ def prepare_services() -> Services:
 
 
 def cleanup_services(services: Services) -> None:
-    engine = create_engine(services.pg_url)
-    try:
-        for attempt in range(5):
-            try:
-                with engine.begin() as conn:
-                    tables = conn.execute(
-                        text(
-                            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
-                            "AND starts_with(tablename, :prefix)"
-                        ),
-                        {"prefix": services.table_prefix},
-                    ).scalars()
-                    for table in list(tables):
-                        conn.execute(text(f'DROP TABLE IF EXISTS "{table}" CASCADE'))
-                break
-            except Exception as error:  # a connection killed by the last chaos action
-                log.warning("dropping the soak tables failed (%s), again", _short(error))
-                time.sleep(0.5 * (attempt + 1))
-    finally:
-        engine.dispose()
-    _flush(services.broker_url)
-    _flush(services.aux_url)
+    for attempt in range(5):
+        try:
+            drop_tables(services.pg_url, services.table_prefix)
+            break
+        except Exception as error:  # a connection killed by the last chaos action
+            log.warning("dropping the soak tables failed (%s), again", _short(error))
+            time.sleep(0.5 * (attempt + 1))
+    flush_redis(services.broker_url)
+    flush_redis(services.aux_url)
 
 
 # -- processes ------------------------------------------------------------------------------------

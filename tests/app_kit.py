@@ -42,16 +42,18 @@ class AppBundle:
         self.app.close()
 
 
-def make_app(
-    name: str, broker: str, backend: str, queue: str, db_url: str, table_prefix: str
-) -> tuple[Celery, SqlSaver]:
-    """The Celery app (default queue ``queue``, its log on the worker's handlers) and the
-    saver (its own table prefix in the test database)."""
-    app = Celery(name, broker=broker, backend=backend)
-    app.conf.task_default_queue = queue
+def make_app(name: str, settings: Mapping[str, str], key: str) -> tuple[Celery, SqlSaver]:
+    """The Celery app and the saver of a test app whose settings are named ``<key>_...``:
+    ``BROKER_URL``, ``BACKEND_URL`` (the broker's if absent), ``QUEUE`` (the default queue),
+    ``DB_URL`` and ``TABLE_PREFIX`` (the saver's tables in the test database).  The app logs
+    on the worker's handlers."""
+    broker = settings[f"{key}_BROKER_URL"]
+    app = Celery(name, broker=broker, backend=settings.get(f"{key}_BACKEND_URL", broker))
+    app.conf.task_default_queue = settings[f"{key}_QUEUE"]
     app.conf.broker_connection_retry_on_startup = True
     app.conf.worker_hijack_root_logger = True
-    return app, SqlSaver(db_url, table_prefix=table_prefix)
+    saver = SqlSaver(settings[f"{key}_DB_URL"], table_prefix=settings[f"{key}_TABLE_PREFIX"])
+    return app, saver
 
 
 def compile_graphs(saver: SqlSaver, entries: Iterable[GraphEntry]) -> dict[str, CompiledGraph]:

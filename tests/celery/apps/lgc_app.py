@@ -35,14 +35,7 @@ class Bundle(AppBundle):
 
 
 def build(settings: Mapping[str, str]) -> Bundle:
-    app, saver = make_app(
-        "lgc_app",
-        settings["LGC_BROKER_URL"],
-        settings["LGC_BACKEND_URL"],
-        settings["LGC_QUEUE"],
-        settings["LGC_DB_URL"],
-        settings["LGC_TABLE_PREFIX"],
-    )
+    app, saver = make_app("lgc_app", settings, "LGC")
     executor = CeleryExecutor(app)
     routed = CeleryExecutor(app, routes={"n": settings["LGC_SPECIAL_QUEUE"]})
     graphs = compile_graphs(

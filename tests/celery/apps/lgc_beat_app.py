@@ -137,14 +137,7 @@ class Bundle(AppBundle):
 
 
 def build(settings: Mapping[str, str]) -> Bundle:
-    app, saver = make_app(
-        "lgc_beat_app",
-        settings["LGC_BROKER_URL"],
-        settings["LGC_BACKEND_URL"],
-        settings["LGC_QUEUE"],
-        settings["LGC_DB_URL"],
-        settings["LGC_TABLE_PREFIX"],
-    )
+    app, saver = make_app("lgc_beat_app", settings, "LGC")
     timing = {"reap_interval": REAP_INTERVAL, "stalled_after": STALLED_AFTER}
     executor = CeleryExecutor(app, **timing)
     held = CeleryExecutor(app, routes={"b": settings["LGC_HELD_QUEUE"]}, **timing)

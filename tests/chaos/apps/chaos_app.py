@@ -118,14 +118,7 @@ def _duplicate_node_messages(executor: CeleryExecutor) -> None:
 
 
 def build(settings: Mapping[str, str]) -> AppBundle:
-    app, saver = make_app(
-        "chaos_app",
-        settings["CHAOS_BROKER_URL"],
-        settings["CHAOS_BROKER_URL"],
-        settings["CHAOS_QUEUE"],
-        settings["CHAOS_DB_URL"],
-        settings["CHAOS_TABLE_PREFIX"],
-    )
+    app, saver = make_app("chaos_app", settings, "CHAOS")  # (its broker is its backend)
     stalled_after = float(settings.get("CHAOS_STALLED_AFTER") or 2.0)
     executor = CeleryExecutor(app, stalled_after=stalled_after, reap_interval=stalled_after / 2)
     _duplicate_node_messages(executor)

@@ -95,14 +95,7 @@ FIXED: dict[str, tuple[Any, Mapping[str, Any]]] = {
 
 
 def build(settings: Mapping[str, str]) -> AppBundle:
-    app, saver = make_app(
-        "fuzz_app",
-        settings["FUZZ_BROKER_URL"],
-        settings["FUZZ_BACKEND_URL"],
-        settings["FUZZ_QUEUE"],
-        settings["FUZZ_DB_URL"],
-        settings["FUZZ_TABLE_PREFIX"],
-    )
+    app, saver = make_app("fuzz_app", settings, "FUZZ")
     executor = CeleryExecutor(app)
     fixed = [(gid, builder, executor, options) for gid, (builder, options) in FIXED.items()]
     specs = [spec_from_seed(seed) for seed in range(int(settings["FUZZ_GRAPHS"]))]
