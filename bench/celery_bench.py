@@ -14,7 +14,7 @@ unique prefix dropped at the end) or, for comparison, to a SQLite file in a temp
    (order rotating per round), median over the rounds.  Also the median split of our runs into
    *head* (client call to the input checkpoint), *span* (input checkpoint to last checkpoint, the
    worker pipeline, from the checkpoints' ``created_at``) and *tail* (last checkpoint to the
-   client returning: detection by polling and settling).
+   client returning: the run's final wake-up, one read, settling).
 2. ``concurrent``: 40 runs of a 2-node graph started with ``graph.start(...)`` then each
    ``RunHandle.wait()``-ed, against 40 bare 2-task chains (``apply_async`` 40 then ``get`` each);
    total wall time, median over interleaved rounds.
@@ -35,8 +35,9 @@ Then, unless ``--no-profile``:
   on each saver, bare), while the CPU time (``/proc``) of each process is summed: this client,
   the worker (main and pool child), the PostgreSQL backends of the bench database, Redis.
 * A worker restarted with ``LGC_BENCH_PROFILE=1`` times the phases of each task body (saver
-  calls, sends; wall and CPU time) and counts SQL statements and PostgreSQL round trips per task;
-  the client counts its own statements and saver calls (polls) per run.
+  calls, sends; wall and CPU time) and counts the saver's SQL statements and the PostgreSQL round
+  trips per task, over scenario-1 runs and one scenario-2 batch per saver; the client counts its
+  own statements and saver calls per run.
 * Two more workers (``LGC_BENCH_CPROFILE=wall`` and ``cpu``) run the node task bodies of the
   PostgreSQL chain under cProfile; the texts go to ``--cprofile-out`` (default: beside
   ``--json``).
