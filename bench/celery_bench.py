@@ -569,8 +569,9 @@ def cpu_pass(services: Services, bench_app: ModuleType, worker: Worker, runs: in
 class _ClientCounter:
     """Counts the client's SQL statements and saver calls (polls) while ``active``."""
 
-    def __init__(self, saver: Any) -> None:
+    def __init__(self, saver: Any, calls: Sequence[str]) -> None:
         self.saver = saver
+        self.names = tuple(calls)
         self.active = False
         self.statements = 0
         self.calls: dict[str, int] = {}
@@ -583,7 +584,7 @@ class _ClientCounter:
             return execute(statement, params)
 
         saver._execute = counted
-        for name in ("get", "get_writes", "put_writes", "put", "put_with_timer", "list"):
+        for name in self.names:
             setattr(saver, name, self._counting(name, getattr(saver, name)))
 
     def _counting(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -595,15 +596,7 @@ class _ClientCounter:
         return wrapper
 
     def close(self) -> None:
-        for name in (
-            "_execute",
-            "get",
-            "get_writes",
-            "put_writes",
-            "put",
-            "put_with_timer",
-            "list",
-        ):
+        for name in ("_execute", *self.names):
             with contextlib.suppress(AttributeError):
                 delattr(self.saver, name)
 
@@ -628,7 +621,7 @@ def profile_pass(
         client: dict[str, dict[str, float]] = {}
         for kind in PROFILE_KINDS:
             saver = bench_app.SAVERS[kind]
-            counter = _ClientCounter(saver)
+            counter = _ClientCounter(saver, bench_app.SAVER_CALLS)
             try:
                 counter.active = True
                 for _ in range(runs):

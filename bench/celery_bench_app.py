@@ -49,6 +49,7 @@ __all__ = [
     "CHAIN_LENGTH",
     "GRAPHS",
     "SAVERS",
+    "SAVER_CALLS",
     "app",
     "executor",
     "noop",
@@ -59,6 +60,8 @@ __all__ = [
 ]
 
 CHAIN_LENGTH = 30
+#: The saver calls the profiling times (worker) and counts (client).
+SAVER_CALLS = ("get", "get_writes", "put_writes", "put", "put_with_timer", "list")
 REDIS_URL = os.environ.get("LGC_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 PG_URL = os.environ.get("LGC_BENCH_PG_URL", "")
 SQLITE_URL = os.environ.get("LGC_BENCH_SQLITE_URL", "")
@@ -261,15 +264,7 @@ def _count_psycopg_commands() -> None:
 
 def _install_profiling() -> None:
     for saver in SAVERS.values():
-        for phase in (
-            "get",
-            "get_writes",
-            "put_writes",
-            "put",
-            "put_with_timer",
-            "list",
-            "release",
-        ):
+        for phase in (*SAVER_CALLS, "release"):
             setattr(saver, phase, _collector.timed(f"saver.{phase}", getattr(saver, phase)))
 
         postgres = saver.engine.dialect.name == "postgresql"

@@ -373,13 +373,11 @@ class GraphRuntime:
         announce: bool,
     ) -> dict[str, Any]:
         saver = self.saver
-        last: list[Checkpoint] = []
 
         def store(new: Checkpoint) -> Checkpoint:
             if has_pending(new):
                 return saver.put(new)
-            last.append(new)  # the run's last checkpoint: its stall timer goes with it
-            return saver.put_with_timer(new, None)
+            return saver.put_with_timer(new, None)  # the run's last: its stall timer goes too
 
         try:
             result = await self.engine.finish(checkpoint, writes, config, store)
@@ -411,7 +409,7 @@ class GraphRuntime:
                     config,
                     envelope.steps_taken + 1,
                     announce=announce,
-                    timer_cleared=bool(last),
+                    timer_cleared=not has_pending(new),
                 )
             except GraphError as error:
                 self.mark_error(new, new.next[0] if new.next else "__END__", error)
