@@ -29,6 +29,12 @@ Scenario 1 also times, on the same worker, ours through ``graph.start(...)`` +
 ``RunHandle.wait()`` (``pg_wait``) and a bare chain of ``noop_default`` (Celery's default task
 options instead of the ones the executor sets on the app).
 
+Scenarios 1 and 2 also time the *floor*: the same bare chains, but the client first stores the
+run's first row in PostgreSQL and every task stores its step's row (``bench.floor_step``: one
+``INSERT`` with primary key ``(run_id, step)``, autocommit, a durable commit) before returning.
+That is the least an executor that checkpoints every step durably in PostgreSQL can do, without
+reading anything back; ``ours / floor`` is what langgraph_celery costs beyond it.
+
 Then, unless ``--no-profile``:
 
 * CPU accounting: each scenario-1 variant runs back to back, then each scenario-2 variant (ours
@@ -253,6 +259,21 @@ def bare_chain_once(bench_app: ModuleType, length: int, task: str = "noop") -> f
     return elapsed
 
 
+def floor_chain_once(bench_app: ModuleType, length: int) -> float:
+    """The floor of scenario 1: a bare chain of ``length`` tasks that each store a row."""
+    from celery import chain
+
+    step = bench_app.floor_step
+    t0 = time.perf_counter()
+    first = bench_app.floor_start(uuid.uuid4().hex)
+    value = chain(step.s(first), *(step.s() for _ in range(length - 1))).apply_async()
+    count = value.get(timeout=120)["count"]
+    elapsed = time.perf_counter() - t0
+    if count != length:
+        raise AssertionError(f"floor chain ended with count {count}")
+    return elapsed
+
+
 def ours_concurrent_once(bench_app: ModuleType, kind: str, runs: int) -> float:
     graph = bench_app.GRAPHS[f"pair_{kind}"]
     t0 = time.perf_counter()
@@ -275,6 +296,23 @@ def bare_concurrent_once(bench_app: ModuleType, runs: int) -> float:
     elapsed = time.perf_counter() - t0
     if any(value != {"count": 2} for value in values):
         raise AssertionError("a bare 2-task chain returned something else")
+    return elapsed
+
+
+def floor_concurrent_once(bench_app: ModuleType, runs: int) -> float:
+    """The floor of scenario 2: ``runs`` bare 2-task chains whose tasks each store a row."""
+    from celery import chain
+
+    step = bench_app.floor_step
+    t0 = time.perf_counter()
+    pending = [
+        chain(step.s(bench_app.floor_start(uuid.uuid4().hex)), step.s()).apply_async()
+        for _ in range(runs)
+    ]
+    counts = [result.get(timeout=120)["count"] for result in pending]
+    elapsed = time.perf_counter() - t0
+    if any(count != 2 for count in counts):
+        raise AssertionError("a floor 2-task chain ended with another count")
     return elapsed
 
 
@@ -312,8 +350,9 @@ def bare_hop_once(bench_app: ModuleType) -> float:
 
 
 #: Scenario 1 variants: ours on each saver via invoke, ours on PostgreSQL via start()+wait(),
-#: bare chains of ``noop`` (the app's options) and of ``noop_default`` (Celery's defaults).
-CHAIN_VARIANTS = ("bare", "bare_default", "pg", "sqlite", "pg_wait")
+#: bare chains of ``noop`` (the app's options) and of ``noop_default`` (Celery's defaults), and
+#: the floor (a bare chain storing one PostgreSQL row per step).
+CHAIN_VARIANTS = ("bare", "bare_default", "floor", "pg", "sqlite", "pg_wait")
 
 
 @dataclass
@@ -330,6 +369,8 @@ def _chain_variant(bench_app: ModuleType, variant: str) -> tuple[float, dict[str
         return bare_chain_once(bench_app, length), None
     if variant == "bare_default":
         return bare_chain_once(bench_app, length, "noop_default"), None
+    if variant == "floor":
+        return floor_chain_once(bench_app, length), None
     if variant == "pg_wait":
         return ours_chain_once(bench_app, "pg", wait=True)
     return ours_chain_once(bench_app, variant)
@@ -366,6 +407,7 @@ class ConcurrentFigures:
     runs: int
     ours_ms: dict[str, float]
     bare_ms: float
+    floor_ms: float
     samples_ms: dict[str, list[float]] = field(default_factory=dict)
 
 
@@ -373,13 +415,16 @@ def scenario_concurrent(bench_app: ModuleType, rounds: int, runs: int) -> Concur
     ours_concurrent_once(bench_app, "pg", 4)
     ours_concurrent_once(bench_app, "sqlite", 4)
     bare_concurrent_once(bench_app, 4)
-    variants = ["bare", *KINDS]
+    floor_concurrent_once(bench_app, 4)
+    variants = ["bare", "floor", *KINDS]
     samples: dict[str, list[float]] = {v: [] for v in variants}
     for round_no in range(rounds):
         shift = round_no % len(variants)
         for variant in variants[shift:] + variants[:shift]:
             if variant == "bare":
                 samples[variant].append(bare_concurrent_once(bench_app, runs))
+            elif variant == "floor":
+                samples[variant].append(floor_concurrent_once(bench_app, runs))
             else:
                 samples[variant].append(ours_concurrent_once(bench_app, variant, runs))
     return ConcurrentFigures(
@@ -387,6 +432,7 @@ def scenario_concurrent(bench_app: ModuleType, rounds: int, runs: int) -> Concur
         runs=runs,
         ours_ms={kind: 1000 * _median(samples[kind]) for kind in KINDS},
         bare_ms=1000 * _median(samples["bare"]),
+        floor_ms=1000 * _median(samples["floor"]),
         samples_ms={v: [1000 * s for s in samples[v]] for v in variants},
     )
 
@@ -555,6 +601,7 @@ def cpu_pass(services: Services, bench_app: ModuleType, worker: Worker, runs: in
         for kind in KINDS
     }
     batches["bare"] = functools.partial(bare_concurrent_once, bench_app, CONCURRENT_RUNS)
+    batches["floor"] = functools.partial(floor_concurrent_once, bench_app, CONCURRENT_RUNS)
     try:
         wall, cpu = _metered(meter, chains, runs)
         batch_wall, batch_cpu = _metered(meter, batches, max(1, runs // 2))
@@ -731,6 +778,8 @@ def render(report: Report) -> str:
         f"{med['pg'] / default:9.2f}   ({default / length:.2f} ms/step)"
     )
     lines.append(f"   SQLite/bare ratio {med['sqlite'] / med['bare']:.2f}")
+    row("   floor (bare + 1 PG insert/step): ms/run", med["floor"], None, med["bare"])
+    lines.append(f"   ours PG / floor {med['pg'] / med['floor']:.2f}")
     row(
         f"2. {conc.runs} concurrent 2-node runs: total ms",
         conc.ours_ms["pg"],
@@ -742,6 +791,8 @@ def render(report: Report) -> str:
     lines.append(
         f"   ({conc.rounds} rounds; SQLite/bare {conc.ours_ms['sqlite'] / conc.bare_ms:.2f})"
     )
+    row("   floor (bare + 1 PG insert/step): total ms", conc.floor_ms, None, conc.bare_ms)
+    lines.append(f"   ours PG / floor {conc.ours_ms['pg'] / conc.floor_ms:.2f}")
     row(
         f"3. resume -> b starts: p50 ms ({res.trials} trials)",
         res.p50_ms["pg"],
@@ -882,6 +933,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bench_app = importlib.import_module("bench.celery_bench_app")
         for saver in bench_app.SAVERS.values():
             saver.setup()  # tables exist before the worker races for them
+        bench_app.floor_setup()
         env = environment(services, bench_app)
         print(
             f"Celery bench: {'quick' if quick else 'full'} run; tables {services.table_prefix}*; "
@@ -926,8 +978,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.json.write_text(json.dumps(asdict(report), indent=2) + "\n")
         return 0
     finally:
-        for saver in getattr(sys.modules.get("bench.celery_bench_app"), "SAVERS", {}).values():
+        loaded = sys.modules.get("bench.celery_bench_app")
+        for saver in getattr(loaded, "SAVERS", {}).values():
             saver.dispose()
+        if loaded is not None:
+            loaded.floor_close()
         cleanup_services(services)
 
 

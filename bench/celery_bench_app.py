@@ -24,12 +24,19 @@ with ``interrupt_before=("b",)``, where ``b`` records ``time.time()`` at its sta
 Bare tasks: ``bench.noop`` (takes and returns a small dict; the app's options, which the
 executor set), ``bench.noop_default`` (the same with Celery's default task options),
 ``bench.stamp`` (returns ``time.time()`` at its start), ``bench.ping``.
+
+The *floor* (with ``LGC_BENCH_PG_URL``): ``bench.floor_step``, a bare task that also stores one
+row in PostgreSQL (table ``<prefix>floor``, primary key ``(run_id, step)``, autocommit, a
+durable commit) before it returns, after :func:`floor_start` stored the run's first row from the
+client.  A chain of them is the least any executor that checkpoints every step durably in
+PostgreSQL does: no read, no graph, one compare-and-set insert per step.
 """
 
 from __future__ import annotations
 
 import cProfile
 import io
+import json
 import operator
 import os
 import pstats
@@ -52,6 +59,10 @@ __all__ = [
     "SAVER_CALLS",
     "app",
     "executor",
+    "floor_close",
+    "floor_setup",
+    "floor_start",
+    "floor_step",
     "noop",
     "noop_default",
     "ping",
@@ -103,6 +114,59 @@ def stamp() -> float:
 @app.task(name="bench.ping")
 def ping() -> str:
     return "pong"
+
+
+# -- the floor: a bare chain plus one durable PostgreSQL insert per step -------------------------
+
+FLOOR_TABLE = f"{TABLE_PREFIX}floor"
+_floor_connections: dict[int, Any] = {}
+
+
+def _floor_connection() -> Any:
+    """This process's autocommit psycopg connection to ``LGC_BENCH_PG_URL``."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    pid = os.getpid()
+    if pid not in _floor_connections:
+        url = make_url(PG_URL).set(drivername="postgresql").render_as_string(False)
+        _floor_connections[pid] = psycopg.connect(url, autocommit=True)
+    return _floor_connections[pid]
+
+
+def floor_setup() -> None:
+    _floor_connection().execute(
+        f"CREATE TABLE IF NOT EXISTS {FLOOR_TABLE} "
+        "(run_id text, step integer, body text NOT NULL, PRIMARY KEY (run_id, step))"
+    )
+
+
+def floor_close() -> None:
+    for connection in _floor_connections.values():
+        connection.close()
+    _floor_connections.clear()
+
+
+def _floor_insert(run_id: str, step: int, state: dict[str, Any]) -> None:
+    _floor_connection().execute(
+        f"INSERT INTO {FLOOR_TABLE} (run_id, step, body) VALUES (%s, %s, %s)",
+        (run_id, step, json.dumps(state)),
+    )
+
+
+def floor_start(run_id: str) -> dict[str, Any]:
+    """Store run ``run_id``'s first row (from the client); the first task's argument."""
+    state = {"count": 0}
+    _floor_insert(run_id, 0, state)
+    return {"run_id": run_id, "step": 0, **state}
+
+
+@app.task(name="bench.floor_step")
+def floor_step(data: dict[str, Any]) -> dict[str, Any]:
+    """A bare chain link that stores its step's row durably before returning."""
+    step, count = int(data["step"]) + 1, int(data["count"]) + 1
+    _floor_insert(str(data["run_id"]), step, {"count": count})
+    return {"run_id": data["run_id"], "step": step, "count": count}
 
 
 # -- graphs -------------------------------------------------------------------------------------
