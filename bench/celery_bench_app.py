@@ -25,11 +25,13 @@ Bare tasks: ``bench.noop`` (takes and returns a small dict; the app's options, w
 executor set), ``bench.noop_default`` (the same with Celery's default task options),
 ``bench.stamp`` (returns ``time.time()`` at its start), ``bench.ping``.
 
-The *floor* (with ``LGC_BENCH_PG_URL``): ``bench.floor_step``, a bare task that also stores one
-row in PostgreSQL (table ``<prefix>floor``, primary key ``(run_id, step)``, autocommit, a
-durable commit) before it returns, after :func:`floor_start` stored the run's first row from the
-client.  A chain of them is the least any executor that checkpoints every step durably in
-PostgreSQL does: no read, no graph, one compare-and-set insert per step.
+The *floor* (with ``LGC_BENCH_PG_URL``): ``bench.floor_step``, a bare task that reads its
+step's stored row from PostgreSQL (table ``<prefix>floor``, primary key ``(run_id, step)``) and
+stores the next one (autocommit: a durable commit) before it returns, after :func:`floor_start`
+checked from the client that the run has no row yet and stored its first.  A chain of them is
+the least an executor does that keeps every step's state in PostgreSQL as the source of truth
+(the message names the step, never carries its state), refuses a second start, and applies each
+step once (the primary key is the compare-and-set): no graph, no timers, no wake-ups.
 """
 
 from __future__ import annotations
@@ -154,19 +156,36 @@ def _floor_insert(run_id: str, step: int, state: dict[str, Any]) -> None:
     )
 
 
+def _floor_read(run_id: str, step: int | None = None) -> dict[str, Any] | None:
+    """The state stored for ``run_id`` at ``step`` (its latest with ``None``)."""
+    if step is None:
+        sql = f"SELECT body FROM {FLOOR_TABLE} WHERE run_id = %s ORDER BY step DESC LIMIT 1"
+        row = _floor_connection().execute(sql, (run_id,)).fetchone()
+    else:
+        sql = f"SELECT body FROM {FLOOR_TABLE} WHERE run_id = %s AND step = %s"
+        row = _floor_connection().execute(sql, (run_id, step)).fetchone()
+    return None if row is None else dict(json.loads(row[0]))
+
+
 def floor_start(run_id: str) -> dict[str, Any]:
-    """Store run ``run_id``'s first row (from the client); the first task's argument."""
-    state = {"count": 0}
-    _floor_insert(run_id, 0, state)
-    return {"run_id": run_id, "step": 0, **state}
+    """From the client: check that run ``run_id`` has no row, store its first; the first
+    task's argument (which names the step, not its state)."""
+    if _floor_read(run_id) is not None:
+        raise RuntimeError(f"floor run {run_id} already started")
+    _floor_insert(run_id, 0, {"count": 0})
+    return {"run_id": run_id, "step": 0}
 
 
 @app.task(name="bench.floor_step")
 def floor_step(data: dict[str, Any]) -> dict[str, Any]:
-    """A bare chain link that stores its step's row durably before returning."""
-    step, count = int(data["step"]) + 1, int(data["count"]) + 1
-    _floor_insert(str(data["run_id"]), step, {"count": count})
-    return {"run_id": data["run_id"], "step": step, "count": count}
+    """A bare chain link: read the step's stored state, store the next step's durably."""
+    run_id, step = str(data["run_id"]), int(data["step"])
+    state = _floor_read(run_id, step)
+    if state is None:
+        raise RuntimeError(f"floor run {run_id} has no step {step}")
+    count = int(state["count"]) + 1
+    _floor_insert(run_id, step + 1, {"count": count})
+    return {"run_id": run_id, "step": step + 1, "count": count}
 
 
 # -- graphs -------------------------------------------------------------------------------------
