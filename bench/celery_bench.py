@@ -683,6 +683,7 @@ def profile_pass(
         for _ in range(runs):
             bare_chain_once(bench_app, length)
             bare_chain_once(bench_app, length, "noop_default")
+            floor_chain_once(bench_app, length)
         for kind in PROFILE_KINDS:  # (their tasks show as node:bench_pair_<kind>)
             ours_concurrent_once(bench_app, kind, CONCURRENT_RUNS)
         report = bench_app.stats.apply_async(kwargs={"reset": True}).get(timeout=30)

@@ -74,7 +74,15 @@ __all__ = [
 
 CHAIN_LENGTH = 30
 #: The saver calls the profiling times (worker) and counts (client).
-SAVER_CALLS = ("get", "get_writes", "put_writes", "put", "put_with_timer", "list")
+SAVER_CALLS = (
+    "get",
+    "get_with_writes",
+    "get_writes",
+    "put_writes",
+    "put",
+    "put_with_timer",
+    "list",
+)
 REDIS_URL = os.environ.get("LGC_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 PG_URL = os.environ.get("LGC_BENCH_PG_URL", "")
 SQLITE_URL = os.environ.get("LGC_BENCH_SQLITE_URL", "")
@@ -278,7 +286,12 @@ class _Collector:
     def kind(self, task_name: str) -> str | None:
         if task_name.startswith("langgraph_celery.node."):
             return "node:" + task_name.split(".")[2]
-        if task_name in ("bench.noop", "bench.noop_default", "langgraph_celery.resume"):
+        if task_name in (
+            "bench.noop",
+            "bench.noop_default",
+            "bench.floor_step",
+            "langgraph_celery.resume",
+        ):
             return task_name
         return None
 
@@ -365,6 +378,9 @@ def _install_profiling() -> None:
 
         setattr(saver, "_execute", counted)  # noqa: B010 - shadows the method on purpose
     _count_psycopg_commands()
+    module = globals()  # (floor_step looks these up when it runs)
+    for phase in ("_floor_read", "_floor_insert"):
+        module[phase] = _collector.timed(f"floor.{phase[7:]}", module[phase])
     setattr(  # noqa: B010 - instance attribute shadows the method on purpose
         executor, "_send_node", _collector.timed("send_node", executor._send_node)
     )
