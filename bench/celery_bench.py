@@ -262,7 +262,8 @@ def bare_chain_once(bench_app: ModuleType, length: int, task: str = "noop") -> f
 
 
 def floor_chain_once(bench_app: ModuleType, length: int) -> float:
-    """The floor of scenario 1: a bare chain of ``length`` tasks that each store a row."""
+    """The floor of scenario 1: a bare chain of ``length`` tasks that each read their step's
+    row and store the next."""
     from celery import chain
 
     step = bench_app.floor_step
@@ -302,7 +303,8 @@ def bare_concurrent_once(bench_app: ModuleType, runs: int) -> float:
 
 
 def floor_concurrent_once(bench_app: ModuleType, runs: int) -> float:
-    """The floor of scenario 2: ``runs`` bare 2-task chains whose tasks each store a row."""
+    """The floor of scenario 2: ``runs`` bare 2-task chains whose tasks each read their step's
+    row and store the next."""
     from celery import chain
 
     step = bench_app.floor_step
@@ -353,7 +355,7 @@ def bare_hop_once(bench_app: ModuleType) -> float:
 
 #: Scenario 1 variants: ours on each saver via invoke, ours on PostgreSQL via start()+wait(),
 #: bare chains of ``noop`` (the app's options) and of ``noop_default`` (Celery's defaults), and
-#: the floor (a bare chain storing one PostgreSQL row per step).
+#: the floor (a bare chain reading and storing a PostgreSQL row per step).
 CHAIN_VARIANTS = ("bare", "bare_default", "floor", "pg", "sqlite", "pg_wait")
 
 

@@ -126,7 +126,7 @@ def ping() -> str:
     return "pong"
 
 
-# -- the floor: a bare chain plus one durable PostgreSQL insert per step -------------------------
+# -- the floor: a bare chain that reads and durably stores a PostgreSQL row per step -----------
 
 FLOOR_TABLE = f"{TABLE_PREFIX}floor"
 _floor_connections: dict[int, Any] = {}
@@ -379,8 +379,8 @@ def _install_profiling() -> None:
         setattr(saver, "_execute", counted)  # noqa: B010 - shadows the method on purpose
     _count_psycopg_commands()
     module = globals()  # (floor_step looks these up when it runs)
-    for phase in ("_floor_read", "_floor_insert"):
-        module[phase] = _collector.timed(f"floor.{phase[7:]}", module[phase])
+    for function, phase in (("_floor_read", "floor.read"), ("_floor_insert", "floor.insert")):
+        module[function] = _collector.timed(phase, module[function])
     setattr(  # noqa: B010 - instance attribute shadows the method on purpose
         executor, "_send_node", _collector.timed("send_node", executor._send_node)
     )
