@@ -16,6 +16,7 @@ from langgraph_celery.worker import names
 from langgraph_celery.worker.envelope import MalformedMessage, TaskEnvelope
 from langgraph_celery.worker.guard import GuardTaskMessages
 from langgraph_celery.worker.notify import Notifier
+from langgraph_celery.worker.reconnect import SurviveBrokerLoss
 from langgraph_celery.worker.runtime import GraphRuntime
 
 if TYPE_CHECKING:
@@ -109,6 +110,7 @@ class CeleryExecutor:
         self.notifier = Notifier(app)
         _apply_safe_settings(app)
         app.steps["consumer"].add(GuardTaskMessages)  # malformed messages never stop a worker
+        app.steps["consumer"].add(SurviveBrokerLoss)  # nor does a failed close of a lost broker
         self._register_common_tasks()
         schedule = dict(app.conf.beat_schedule or {})
         schedule.setdefault(

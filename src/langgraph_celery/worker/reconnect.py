@@ -1,0 +1,66 @@
+"""A consumer step that keeps a worker serving when closing a lost broker connection fails.
+
+When the broker goes away, Celery's consumer first collects the lost connection and then closes
+it again before reconnecting (``Consumer.on_connection_error_after_connected``).  With Kombu's
+Redis transport the second close can raise ``AttributeError`` ("'NoneType' object has no
+attribute 'hostname'"): if a ``BRPOP`` was in flight, the first close of the consumer's channel
+stops at the failed read, a second channel (the worker's control channel) then fails to close
+and ends the collection early, and the transport is detached with the consumer's channel still
+open and holding unacknowledged messages.  Closing it again tries to requeue them through the
+detached transport.  The error escapes the consumer and stops the worker ("Unrecoverable
+error") exactly when the broker comes back.
+
+:class:`SurviveBrokerLoss` wraps the consumer's handler: an error raised once the lost
+connection has been let go (``consumer.connection`` is ``None``) is logged and the consumer
+reconnects as it does after any broker loss.  Nothing is lost by it: the unacknowledged
+messages stay in the broker's unacked index, which Kombu restores after its visibility timeout,
+and the checkpoint store's reaper re-dispatches any step whose message the broker lost.
+``CeleryExecutor(app)`` adds it to the app's consumer steps.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from celery import bootsteps
+
+__all__ = ["SurviveBrokerLoss"]
+
+log = logging.getLogger("langgraph_celery.worker")
+
+_HANDLER = "on_connection_error_after_connected"
+
+
+def _surviving(consumer: Any, handler: Callable[[BaseException], None]) -> Any:
+    def on_connection_error_after_connected(exc: BaseException) -> None:
+        try:
+            handler(exc)
+        except Exception as error:
+            if getattr(consumer, "connection", None) is not None:
+                raise  # not from closing the lost connection: Celery decides, as before
+            log.warning(
+                "closing the lost broker connection failed (%r); reconnecting anyway",
+                error,
+                exc_info=True,
+            )
+
+    on_connection_error_after_connected.__wrapped__ = handler  # type: ignore[attr-defined]
+    return on_connection_error_after_connected
+
+
+class SurviveBrokerLoss(bootsteps.StartStopStep):  # type: ignore[misc]
+    """Wraps the consumer's handler of a lost broker connection (see the module's text)."""
+
+    requires = ("celery.worker.consumer.connection:Connection",)
+
+    def __init__(self, consumer: Any, **kwargs: Any) -> None:
+        super().__init__(consumer, **kwargs)
+        install(consumer)
+
+
+def install(consumer: Any) -> None:
+    """Wrap ``consumer``'s handler of a lost broker connection, once."""
+    if _HANDLER not in vars(consumer):
+        setattr(consumer, _HANDLER, _surviving(consumer, getattr(consumer, _HANDLER)))
