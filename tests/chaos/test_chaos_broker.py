@@ -10,15 +10,17 @@ sends their tasks again.  Every run completes, each node's update applied once.
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from chaos_support import (
+    APPS_DIR,
     ChaosStack,
     ReaperThread,
     StackFactory,
@@ -156,66 +158,37 @@ def test_broker_flushed_mid_run(
         client.close()
 
 
-def _consumer_with_a_half_closed_connection(server: RedisServer, app: Any) -> Any:
-    """The consumer of a Celery worker (built, not started) whose broker connection is in the
-    state Kombu's Redis transport leaves it in when the broker dies under a busy worker: a
-    ``BRPOP`` in flight, an unacknowledged task message on the consumer's channel, a second
-    channel (the worker's control channel) holding an auto-delete fanout queue.  The broker is
-    then killed."""
-    from kombu import Consumer as MessageConsumer
-    from kombu import Exchange, Producer, Queue
-
-    worker = app.WorkController(
-        hostname="reconnect@test", pool_cls="solo", without_mingle=True, without_gossip=True
-    )
-    consumer = worker.consumer
-    connection = app.connection_for_read()
-    channel = connection.default_channel
-    queue = Queue("reconnect-tasks")
-    Producer(channel).publish({"n": 1}, routing_key=queue.name, declare=[queue])
-    received: list[Any] = []
-    MessageConsumer(
-        channel, [queue], callbacks=[lambda body, message: received.append(message)]
-    ).consume()
-    connection.drain_events(timeout=5)
-    assert received, "the task message was not delivered"
-    control = connection.channel()
-    fanout = Queue(
-        "reconnect.pidbox", Exchange("reconnect.pidbox", type="fanout"), auto_delete=True
-    )
-    MessageConsumer(control, [fanout], callbacks=[lambda body, message: None]).consume()
-    channel._brpop_start()  # what the worker's event loop does while it waits for messages
-    server.crash()
-    consumer.connection = connection
-    return consumer
-
-
 def test_a_failed_close_of_the_lost_connection_does_not_stop_the_worker(
     tmp_path: Path,
 ) -> None:
-    """Celery closes a lost connection twice (collect, then close); on this state Kombu's
-    second close raises AttributeError out of the consumer, which stops the worker.  The
-    executor's consumer step logs it and lets the consumer reconnect."""
-    from celery import Celery
-
-    from langgraph_celery.celery import CeleryExecutor
-
+    """Celery closes a lost connection twice (collect, then close); in the state of
+    ``apps/lost_connection.py`` Kombu's second close raises AttributeError out of a plain
+    worker's consumer, which stops the worker.  The executor's consumer step logs it and lets
+    the consumer reconnect."""
     require("redis-server", shutil.which("redis-server") is not None, "not on PATH")
     server = RedisServer(tmp_path)
-    lost = ConnectionError("the broker went away")
+    outcomes = {}
     try:
-        server.start()
-        plain = Celery("plain", broker=f"{server.url}/0")
-        with pytest.raises(AttributeError):  # Kombu's failure, without the step
-            _consumer_with_a_half_closed_connection(
-                server, plain
-            ).on_connection_error_after_connected(lost)
-
-        server.start()
-        app = Celery("guarded", broker=f"{server.url}/0")
-        CeleryExecutor(app)
-        consumer = _consumer_with_a_half_closed_connection(server, app)
-        consumer.on_connection_error_after_connected(lost)
-        assert consumer.connection is None  # let go: Celery's consumer reconnects next
+        for kind in ("plain", "guarded"):
+            server.start()
+            assert server.process is not None
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    str(APPS_DIR / "lost_connection.py"),
+                    f"{server.url}/0",
+                    str(server.process.pid),
+                    kind,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                cwd=tmp_path,
+            )
+            assert done.returncode == 0, done.stderr[-4000:]
+            outcomes[kind] = json.loads(done.stdout.strip().splitlines()[-1])
+            server.crash()
     finally:
         server.crash()
+    assert outcomes["plain"]["raised"] == "AttributeError", outcomes  # Kombu's failure
+    assert outcomes["guarded"] == {"raised": None, "let_go": True}, outcomes
