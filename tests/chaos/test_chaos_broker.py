@@ -29,7 +29,8 @@ from chaos_support import (
     started,
 )
 
-from celery_support import free_port, wait_until
+from app_kit import app_env
+from celery_support import free_port, launch_worker, wait_until
 from services import require
 
 pytestmark = pytest.mark.timeout(150)
@@ -192,3 +193,51 @@ def test_a_failed_close_of_the_lost_connection_does_not_stop_the_worker(
         server.crash()
     assert outcomes["plain"]["raised"] == "AttributeError", outcomes  # Kombu's failure
     assert outcomes["guarded"] == {"raised": None, "let_go": True}, outcomes
+
+
+def _served(broker_url: str, x: int, timeout: float) -> bool:
+    """Whether a worker answers ``broken_close.add(x, 1)`` within ``timeout`` seconds (a
+    client app of its own: a restarted broker leaves an older one's result reader broken)."""
+    from celery import Celery
+    from celery.exceptions import TimeoutError as ResultTimeout
+
+    client = Celery("broken_close_client", broker=broker_url, backend=broker_url)
+    try:
+        return client.send_task("broken_close.add", (x, 1)).get(timeout=timeout) == x + 1
+    except ResultTimeout:
+        return False
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("executor", [False, True], ids=["plain-celery", "with-executor"])
+def test_a_worker_keeps_serving_after_a_failed_close_of_the_lost_connection(
+    tmp_path: Path, executor: bool
+) -> None:
+    """The broker dies and comes back; closing the lost connection fails as Kombu's close can
+    (injected by ``apps/broken_close_app.py``).  A plain Celery worker stops ("Unrecoverable
+    error"); a worker whose app has a ``CeleryExecutor`` logs it, reconnects and serves."""
+    require("redis-server", shutil.which("redis-server") is not None, "not on PATH")
+    server = RedisServer(tmp_path)
+    server.start()
+    broker_url = f"{server.url}/0"
+    env = app_env(
+        APPS_DIR,
+        {"BROKEN_CLOSE_BROKER_URL": broker_url, "BROKEN_CLOSE_EXECUTOR": "1" if executor else "0"},
+    )
+    worker = launch_worker(
+        "broken_close_app", ["celery"], "broken-close", env, tmp_path / "worker.log", 1
+    )
+    try:
+        assert _served(broker_url, 1, 20), worker.log()[-4000:]
+        server.restart()
+        if executor:
+            assert _served(broker_url, 2, 30), worker.log()[-4000:]
+            assert worker.alive()
+            assert "reconnecting anyway" in worker.log()
+        else:
+            wait_until(lambda: not worker.alive(), 30, 0.1, "the plain worker to stop")
+            assert "Unrecoverable error: AttributeError" in worker.log()
+    finally:
+        worker.stop()
+        server.crash()
