@@ -8,7 +8,7 @@ stops at the failed read, a second channel (the worker's control channel) then f
 and ends the collection early, and the transport is detached with the consumer's channel still
 open and holding unacknowledged messages.  Closing it again tries to requeue them through the
 detached transport.  The error escapes the consumer and stops the worker ("Unrecoverable
-error") exactly when the broker comes back.
+error") instead of letting it reconnect.
 
 :class:`SurviveBrokerLoss` wraps the consumer's handler: an error raised once the lost
 connection has been let go (``consumer.connection`` is ``None``) is logged and the consumer
@@ -57,10 +57,10 @@ class SurviveBrokerLoss(bootsteps.StartStopStep):  # type: ignore[misc]
 
     def __init__(self, consumer: Any, **kwargs: Any) -> None:
         super().__init__(consumer, **kwargs)
-        install(consumer)
+        _install(consumer)
 
 
-def install(consumer: Any) -> None:
+def _install(consumer: Any) -> None:
     """Wrap ``consumer``'s handler of a lost broker connection, once."""
     if _HANDLER not in vars(consumer):
         setattr(consumer, _HANDLER, _surviving(consumer, getattr(consumer, _HANDLER)))
