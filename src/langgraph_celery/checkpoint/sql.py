@@ -188,12 +188,12 @@ class SqlSaver(BaseCheckpointSaver):
         if sql.upsert_timer is None:  # (a dialect without upsert: the calls in turn)
             return super().put_with_timer(checkpoint, timer)
         row = self._checkpoint_row(checkpoint)
-        of_run: dict[str, Any] = {"thread_id": checkpoint.thread_id, "run_id": checkpoint.run_id}
-        combined = sql.put_clearing_timer if timer is None else sql.put_arming_timer
+        columns: dict[str, Any]
         if timer is None:
-            pair = [(sql.put, row), (sql.clear_timer, of_run)]
-            columns = of_run
+            combined = sql.put_clearing_timer
+            columns = {"thread_id": checkpoint.thread_id, "run_id": checkpoint.run_id}
         else:
+            combined = sql.put_arming_timer
             columns = {
                 "thread_id": timer.thread_id,
                 "run_id": timer.run_id,
@@ -201,12 +201,13 @@ class SqlSaver(BaseCheckpointSaver):
                 "kind": timer.kind,
                 "due_at": as_utc(timer.due_at),
             }
-            pair = [(sql.upsert_timer, columns), (sql.put, row)]
         with self._conflicts(checkpoint):
             if combined is not None:
                 self._write(combined, {**row, **{f"t_{k}": v for k, v in columns.items()}})
+            elif timer is None:
+                self._transaction([(sql.put, row), (sql.clear_timer, columns)])
             else:
-                self._transaction(pair)
+                self._transaction([(sql.upsert_timer, columns), (sql.put, row)])
         return self._stored(checkpoint, row)
 
     def _checkpoint_row(self, checkpoint: Checkpoint) -> dict[str, Any]:
