@@ -9,7 +9,7 @@ Addresses can be overridden with environment variables:
 - ``LGC_TEST_POSTGRES_ADMIN_URL``: a URL of a PostgreSQL superuser connection (default: try users
   ``postgres`` then ``root`` on ``127.0.0.1:5432``, trust auth);
 - ``LGC_TEST_REDIS_URL``: Redis server URL without a db (default ``redis://127.0.0.1:6379``);
-  tests use db :data:`REDIS_TEST_DB`;
+  tests use db :data:`REDIS_TEST_DB` (``LGC_TEST_REDIS_DB``, default 11);
 - ``LGC_TEST_AMQP_URL``: RabbitMQ URL (default ``amqp://guest:guest@127.0.0.1:5672//``).
 """
 
@@ -49,8 +49,9 @@ SaverKind = Literal["memory", "sqlite", "postgres"]
 #: Every saver the conformance suite (and engine tests using the ``saver`` fixture) runs on.
 SAVER_KINDS: tuple[SaverKind, ...] = ("memory", "sqlite", "postgres")
 
-#: Redis database number reserved for tests (flushed before and after each test using it).
-REDIS_TEST_DB = 11
+#: Redis database number reserved for tests (flushed before and after each test using it);
+#: ``LGC_TEST_REDIS_DB`` picks another, so that two checkouts can run their tests at once.
+REDIS_TEST_DB = int(os.environ.get("LGC_TEST_REDIS_DB", "11"))
 
 #: How to start each service on the CI image.
 START_COMMANDS: dict[str, str] = {

@@ -18,6 +18,7 @@ from langgraph_celery import CompileConfig, GraphDefinitionError, RunnableConfig
 from langgraph_celery.celery import CeleryExecutor
 from langgraph_celery.checkpoint import MemorySaver, SqlSaver
 from langgraph_celery.worker.names import RESUME_TASK, celery_task_id, node_task_name
+from services import REDIS_TEST_DB
 
 CHAIN = "parity-chain"
 
@@ -139,7 +140,11 @@ def test_bad_messages_are_rejected_logged_and_never_executed(
 def test_compile_refuses_a_celery_graph_without_id_or_with_a_process_local_saver(
     tmp_path: Path,
 ) -> None:
-    app = Celery("refuse", broker="redis://127.0.0.1:6379/11", backend="redis://127.0.0.1:6379/11")
+    app = Celery(
+        "refuse",
+        broker=f"redis://127.0.0.1:6379/{REDIS_TEST_DB}",
+        backend=f"redis://127.0.0.1:6379/{REDIS_TEST_DB}",
+    )
     executor = CeleryExecutor(app)
     saver = SqlSaver(f"sqlite:///{tmp_path / 'c.db'}")
     try:
@@ -167,7 +172,7 @@ def test_compile_refuses_a_celery_graph_without_id_or_with_a_process_local_saver
 
 def test_two_apps_in_one_process_keep_their_own_tasks(tmp_path: Path) -> None:
     """A worker of one app must never run another app's graphs (or with its saver)."""
-    first = Celery("first", broker="redis://127.0.0.1:6379/11")
+    first = Celery("first", broker=f"redis://127.0.0.1:6379/{REDIS_TEST_DB}")
     saver = SqlSaver(f"sqlite:///{tmp_path / 'c.db'}")
     try:
         chain().compile(
@@ -176,7 +181,7 @@ def test_two_apps_in_one_process_keep_their_own_tasks(tmp_path: Path) -> None:
             )
         )
         assert node_task_name("only-first", "a") in first.tasks
-        second = Celery("second", broker="redis://127.0.0.1:6379/11")
+        second = Celery("second", broker=f"redis://127.0.0.1:6379/{REDIS_TEST_DB}")
         CeleryExecutor(second)
         assert node_task_name("only-first", "a") not in second.tasks
         assert RESUME_TASK in second.tasks
