@@ -5,6 +5,7 @@ from __future__ import annotations
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
+    CheckpointKind,
     CheckpointView,
     PendingTask,
     PendingWrite,
@@ -18,6 +19,7 @@ __all__ = [
     "BaseCheckpointSaver",
     "Checkpoint",
     "CheckpointConflictError",
+    "CheckpointKind",
     "CheckpointView",
     "MemorySaver",
     "PendingTask",

@@ -14,6 +14,7 @@ interrupted keep what already succeeded, and make a redelivered task a no-op.
 from __future__ import annotations
 
 import abc
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from langgraph_celery.serde import JsonSerializer, Serializer
 __all__ = [
     "BaseCheckpointSaver",
     "Checkpoint",
+    "CheckpointKind",
     "CheckpointView",
     "PendingTask",
     "PendingWrite",
@@ -36,6 +38,24 @@ __all__ = [
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class CheckpointKind(enum.StrEnum):
+    """What stored a checkpoint: the run loop reads this, never ``metadata["source"]`` (which
+    is kept, with the same words, for people reading a thread's history)."""
+
+    #: a new run's first checkpoint (the input merged, the entry edges evaluated)
+    INPUT = "input"
+    #: a superstep's merged updates, stored by the run loop
+    LOOP = "loop"
+    #: a parked or failed run continued by ``GraphInput.resume``
+    RESUME = "resume"
+    #: an earlier checkpoint's pending tasks run again (invoked with its ``checkpoint_id``)
+    FORK = "fork"
+    #: written by ``update_state``
+    UPDATE = "update"
+    #: edges left for the resume by ``interrupt_before_edge``, evaluated
+    EDGES = "edges"
 
 
 @dataclass(frozen=True)
@@ -85,7 +105,8 @@ class Checkpoint:
 
     ``tasks`` are what runs next (``next`` is their node ids); ``extra`` is engine bookkeeping
     (join barriers, edges still to evaluate, nodes a resume runs without interrupting);
-    ``metadata`` says where the checkpoint came from (``source``: input, loop, update, ...).
+    ``kind`` says what stored it; ``metadata`` is what users read in its history (``source``,
+    the update).
     """
 
     thread_id: str
@@ -99,6 +120,7 @@ class Checkpoint:
     extra: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
     created_at: datetime = field(default_factory=_utcnow)
+    kind: CheckpointKind = CheckpointKind.LOOP
 
     @property
     def next(self) -> tuple[str, ...]:
@@ -112,6 +134,7 @@ class Checkpoint:
             "node": self.node,
             "extra": self.extra,
             "metadata": self.metadata,
+            "kind": self.kind.value,
         }
 
     @classmethod
@@ -138,7 +161,17 @@ class Checkpoint:
             extra=dict(body.get("extra") or {}),
             metadata=dict(body.get("metadata") or {}),
             created_at=created_at,
+            kind=_kind_of(body),
         )
+
+
+def _kind_of(body: Mapping[str, Any]) -> CheckpointKind:
+    """A stored body's kind (bodies stored before kinds existed: from their metadata)."""
+    word = body.get("kind") or (body.get("metadata") or {}).get("source") or "loop"
+    try:
+        return CheckpointKind(word)
+    except ValueError:
+        return CheckpointKind.LOOP
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
+    CheckpointKind,
     PendingTask,
     PendingWrite,
 )
@@ -263,6 +264,7 @@ class Engine:
                 node=START,
                 extra={_algo.BARRIERS: barriers, **added} if barriers else added,
                 metadata={"source": "input", "update": graph_input.value or {}},
+                kind=CheckpointKind.INPUT,
             ),
             store,
         )
@@ -348,6 +350,7 @@ class Engine:
             node=base.node,
             extra=extra,
             metadata={"source": source, "update": dict(update or {})},
+            kind=CheckpointKind(source),
             store=store,
         )
         if base_writes is None:
@@ -413,6 +416,7 @@ class Engine:
             node=executed[-1] if executed else None,
             extra=extra,
             metadata={"source": "loop", "writes": {t.id: writes.get(t.id) for t in tasks}},
+            kind=CheckpointKind.LOOP,
             store=store,
         )
         state = self.state(merged)
@@ -439,6 +443,7 @@ class Engine:
             node=checkpoint.node,
             extra=extra,
             metadata={"source": "edges"},
+            kind=CheckpointKind.EDGES,
         )
 
     def complete(self, checkpoint: Checkpoint, config: RunnableConfig) -> tuple[NodeOutput, Any]:

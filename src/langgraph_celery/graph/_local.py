@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph_celery.checkpoint.base import Checkpoint, PendingTask
+from langgraph_celery.checkpoint.base import Checkpoint, CheckpointKind, PendingTask
 from langgraph_celery.errors import GraphError, GraphRecursionError, NodeError
 from langgraph_celery.graph import _algo
 from langgraph_celery.graph._engine import Engine
@@ -73,7 +73,7 @@ async def _execute_step(
     """
     saver = engine.saver
     writes: dict[str, Any] = {}
-    if saver is not None and checkpoint.metadata.get("source") in ("resume", "fork"):
+    if saver is not None and checkpoint.kind in (CheckpointKind.RESUME, CheckpointKind.FORK):
         for write in saver.get_writes(checkpoint.thread_id, checkpoint.checkpoint_id):
             writes[write.task_id] = write.update
     todo = [task for task in checkpoint.tasks if task.id not in writes]

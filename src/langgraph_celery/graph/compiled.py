@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint
+from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointKind
 from langgraph_celery.errors import GraphStateError
 from langgraph_celery.graph import _algo, _sync
 from langgraph_celery.graph._engine import Engine, new_id
@@ -289,6 +289,7 @@ class CompiledGraph:
                 node=as_node or (base.node if base is not None else None),
                 extra=extra,
                 metadata={"source": "update", "update": dict(values or {}), "as_node": as_node},
+                kind=CheckpointKind.UPDATE,
             )
         )
         return config.with_changes(checkpoint_id=checkpoint.checkpoint_id)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from langgraph_celery import errors
-from langgraph_celery.checkpoint.base import Checkpoint, CheckpointView
+from langgraph_celery.checkpoint.base import Checkpoint, CheckpointKind, CheckpointView
 from langgraph_celery.errors import GraphStateError
 from langgraph_celery.graph import _sync
 from langgraph_celery.graph._engine import has_pending, new_id
@@ -113,7 +113,7 @@ def status_of(view: CheckpointView) -> RunStatus:
         return RunStatus(COMPLETED, checkpoint)
     if cancelled_by_parent(view):
         return RunStatus(CANCELLED, checkpoint, {})
-    if checkpoint.metadata.get("source") == "update":
+    if checkpoint.kind is CheckpointKind.UPDATE:
         # stored by update_state: nothing was dispatched from it, the run waits for a resume
         node = checkpoint.next[0] if checkpoint.next else checkpoint.node
         return RunStatus(INTERRUPTED, checkpoint, {"node_id": node})
@@ -305,7 +305,7 @@ class CelerySource:
         storing it.  A resume copies the parked step's writes (the first write wins, so copying
         again is harmless; a write never copied only makes its node run again)."""
         runtime, engine = self.runtime, self.runtime.engine
-        if checkpoint.metadata.get("source") != "input":
+        if checkpoint.kind is not CheckpointKind.INPUT:
             assert latest is not None
             for write in _store(runtime.saver.get_writes, latest.thread_id, latest.checkpoint_id):
                 if not write.task_id.startswith("__"):
@@ -351,7 +351,7 @@ class CelerySource:
     # -- following --------------------------------------------------------------------------------
 
     def _outputs(self, checkpoint: Checkpoint, config: RunnableConfig) -> list[NodeOutput]:
-        if checkpoint.metadata.get("source") != "loop":
+        if checkpoint.kind is not CheckpointKind.LOOP:
             return []
         engine = self.runtime.engine
         state = engine.state(checkpoint.values)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
+    CheckpointKind,
     CheckpointView,
     PendingTask,
     Timer,
@@ -56,7 +57,7 @@ def cancelled_by_parent(view: CheckpointView) -> bool:
     return (
         names.CANCEL in view.parent_markers
         and checkpoint is not None
-        and checkpoint.metadata.get("source") in ("loop", "edges")
+        and checkpoint.kind in (CheckpointKind.LOOP, CheckpointKind.EDGES)
     )
 
 
@@ -433,14 +434,14 @@ class GraphRuntime:
             )
             return {"status": "rejected"}
         stopped = sorted((names.MARKERS - {names.CLAIM}) & view.writes.keys())
-        if checkpoint.metadata.get("source") != "resume" or stopped or view.step_committed:
+        if checkpoint.kind is not CheckpointKind.RESUME or stopped or view.step_committed:
             # Only the checkpoint a client's resume stored is dispatched from here: a message
             # naming a parked, failed or cancelled checkpoint, or a step of a run, never moves it.
             log.error(
                 "rejected resume: checkpoint %s of thread %r is not a pending resume (source %r%s)",
                 envelope.checkpoint_id,
                 envelope.thread_id,
-                checkpoint.metadata.get("source"),
+                checkpoint.kind.value,
                 f", marked {', '.join(stopped)}" if stopped else "",
             )
             return {"status": "rejected"}
