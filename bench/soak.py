@@ -271,7 +271,7 @@ class RunRecord:
     run_id: str = ""
     started_at: float = 0.0  # monotonic, 0 until started
     done_at: float = 0.0
-    status: str = "pending"  # pending, running, interrupted, completed, failed, cancelled
+    status: str = "pending"  # pending, running, parked, completed, failed, cancelled
     resumed: bool = False
     resume_busy: bool = False  # a resume is being attempted (main loop or chaos)
     resume_at: float = 0.0
@@ -413,7 +413,7 @@ class Soak:
             if status in ("completed", "failed", "cancelled"):
                 record.done_at = now
                 return
-            if status == "interrupted":
+            if status == "parked":
                 if record.kind != "park" or record.resumed:
                     record.events.append(f"{self.now():8.3f}s UNEXPECTED interruption")
                 if record.kind == "park" and not record.resume_busy and record.resume_at == 0:
@@ -488,7 +488,7 @@ class Soak:
             for record in live:
                 if record.resume_at and now >= record.resume_at and not record.resume_busy:
                     self.poll(record)
-                    if record.status == "interrupted":
+                    if record.status == "parked":
                         self.resume(record)
                     elif record.live and not record.resumed:
                         # a resume attempt raised, yet the thread moved on: it was resumed
@@ -564,7 +564,7 @@ class Soak:
             return [
                 r
                 for r in self.records
-                if r.status == "interrupted"
+                if r.status == "parked"
                 and r.kind == "park"
                 and not r.resumed
                 and not r.resume_busy

@@ -54,14 +54,19 @@ class NodeError(GraphError):
     """
 
     def __init__(self, node_id: str, error_type: str, message: str) -> None:
-        super().__init__(
-            f"node {node_id!r} failed with {error_type}: {message}. The last checkpoint is "
-            "intact: fix the cause and invoke GraphInput.resume() on the same thread to run "
-            "the failed step again."
-        )
+        # (the three fields are the args, so that Celery's result backend, which stores an
+        # exception as its class and args in JSON, rebuilds it as it was)
+        super().__init__(node_id, error_type, message)
         self.node_id = node_id
         self.error_type = error_type
         self.error_message = message
+
+    def __str__(self) -> str:
+        return (
+            f"node {self.node_id!r} failed with {self.error_type}: {self.error_message}. The "
+            "last checkpoint is intact: fix the cause and invoke GraphInput.resume() on the "
+            "same thread to run the failed step again."
+        )
 
     def __reduce__(self) -> tuple[type[NodeError], tuple[str, str, str]]:
         return (type(self), (self.node_id, self.error_type, self.error_message))

@@ -490,7 +490,7 @@ def test_an_expired_deadline_resumes_the_run_with_a_timeout_marker(
     # before the deadline: left parked
     report = reap(stack.executor, now=expires_at - timedelta(seconds=0.2))
     assert outcomes(report, thread) == []
-    assert handle.status() == "interrupted"
+    assert handle.status() == "parked"
 
     wait_until(lambda: now() > expires_at, 5, 0.02, "the deadline")
     report = reap(stack.executor)

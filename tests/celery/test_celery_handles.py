@@ -242,7 +242,7 @@ def test_handle_reports_an_interrupted_run(celery_stack: CeleryStack, thread: st
     result = handle.wait(timeout=20)
     assert result.is_interruption_metadata()
     assert result.as_interruption_metadata().node_id == "gate"
-    assert handle.status() == "interrupted"
+    assert handle.status() == "parked"
     assert result.as_interruption_metadata().state.data["log"] == ["a"]
 
 

@@ -28,11 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Timer
 from langgraph_celery.errors import GraphError
+from langgraph_celery.graph import _loop
+from langgraph_celery.graph._loop import Action, RunStatus, StepMarks
 from langgraph_celery.graph._sync import run_sync
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import GraphInput
 from langgraph_celery.worker import names
-from langgraph_celery.worker.client import INTERRUPTED, RUNNING, CelerySource, read_status
+from langgraph_celery.worker.client import CelerySource, read_status
 
 if TYPE_CHECKING:
     from langgraph_celery.worker.executor import CeleryExecutor
@@ -128,11 +130,12 @@ def _reap_one(
         saver.clear_timer(thread_id, timer.run_id, timer.due_at)
         report.cleared.append(thread_id)
         return
-    if status.status == INTERRUPTED and timer.kind == names.DEADLINE_TIMER:
-        if _expire(runtime, latest.thread_id, status.marker or {}, timer, now):
+    if status.status is RunStatus.PARKED and timer.kind == names.DEADLINE_TIMER:
+        node = status.parking.node_id if status.parking is not None else None
+        if _expire(runtime, latest.thread_id, node, timer, now):
             report.expired.append(thread_id)
         return
-    if status.status != RUNNING:
+    if status.status is not RunStatus.RUNNING:
         saver.clear_timer(thread_id, timer.run_id, timer.due_at)
         report.cleared.append(thread_id)
         return
@@ -147,10 +150,10 @@ def _reap_one(
     saver.set_timer(
         thread_id, latest.run_id, timer.graph_id, names.STALL_TIMER, now + stalled_after
     )
-    writes = runtime.writes(latest)
-    envelope = runtime.envelope(latest, invocation, config, steps_taken)
-    if latest.tasks and all(task.id in writes for task in latest.tasks):
-        runtime.finish_step(latest, writes, envelope, config)
+    marks = StepMarks.of(saver.get_writes(thread_id, latest.checkpoint_id))
+    if latest.tasks and _loop.decide_step(latest.tasks, marks).action is Action.COMMIT:
+        envelope = runtime.envelope(latest, invocation, config, steps_taken)
+        runtime.commit(latest, marks.updates, envelope, config)
         report.finished.append(thread_id)
     else:
         run_sync(runtime.advance(latest, invocation, config, steps_taken))
@@ -160,14 +163,14 @@ def _reap_one(
 def _expire(
     runtime: GraphRuntime,
     thread_id: str,
-    marker: dict[str, Any],
+    node_id: str | None,
     timer: Timer,
     now: datetime,
 ) -> bool:
     """Resume the parked run with the timeout marker; False if it was resumed meanwhile."""
     update = {
         TIMEOUT_KEY: {
-            "node_id": marker.get("node_id"),
+            "node_id": node_id,
             "deadline": timer.due_at.isoformat(),
             "expired_at": now.isoformat(),
         }

@@ -22,15 +22,10 @@ __all__ = [
     "RouteDecision",
     "decide_route",
     "interrupt_after_node",
-    "interrupt_before_node",
     "merge_writes",
     "order_tasks",
     "plan_next",
 ]
-
-BARRIERS = "barriers"
-EDGES_PENDING = "edges_pending"
-RESUMED = "resumed"
 
 
 def check_update(node: str, update: Any) -> dict[str, Any] | None:
@@ -178,19 +173,6 @@ def plan_next(
             PendingTask(id=f"{send.node}#send{number}", node=send.node, arg=send.arg, has_arg=True)
         )
     return order_tasks(spec, tasks), new_barriers
-
-
-def interrupt_before_node(
-    interrupt_before: Iterable[str], tasks: Sequence[PendingTask], resumed: bool
-) -> str | None:
-    """The first task's node that the run must stop before (none right after a resume)."""
-    if resumed:
-        return None
-    stops = set(interrupt_before)
-    for task in tasks:
-        if task.node in stops:
-            return task.node
-    return None
 
 
 def interrupt_after_node(interrupt_after: Iterable[str], executed: Sequence[str]) -> str | None:

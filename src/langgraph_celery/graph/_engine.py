@@ -1,6 +1,8 @@
-"""One run's lifecycle around the pure algorithm: start or resume, check interrupts, finish a
-step (merge, route, checkpoint) and complete.  Both executors drive runs through this class; only
-*how the tasks of a step are executed* differs between them.
+"""What the run loop's decisions need besides pure functions: calling user code (routes,
+``InterruptibleAction``) and storing checkpoints.  :class:`Engine` starts or resumes a run,
+answers :meth:`Engine.next_decision` from a stored checkpoint (the rules are
+:mod:`~langgraph_celery.graph._loop`'s), commits a step (merge, route, store) and completes.
+Every executor drives runs through it; only *how the tasks of a step are executed* differs.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from langgraph_celery.checkpoint.base import (
     PendingWrite,
 )
 from langgraph_celery.errors import GraphError, GraphStateError, NodeError
-from langgraph_celery.graph import _algo
+from langgraph_celery.graph import _algo, _loop
+from langgraph_celery.graph._loop import Action, Decision, Extra, Parking
 from langgraph_celery.graph._runner import TaskRunner, _resolve
 from langgraph_celery.graph.builder import GraphSpec
 from langgraph_celery.graph.config import CompileConfig, RunnableConfig
@@ -34,7 +37,7 @@ from langgraph_celery.graph.types import (
     StreamMode,
 )
 
-__all__ = ["Engine", "StepResult", "Store", "has_pending"]
+__all__ = ["Engine", "StepResult", "Store"]
 
 #: How a call stores the one checkpoint it makes (by default the saver's ``put``): the Celery
 #: executor stores a run's first and last checkpoints together with the run's stall timer.
@@ -56,19 +59,6 @@ class StepResult:
     interruption: InterruptionMetadata | None = None
 
 
-#: ``extra`` flag of a checkpoint where an ``interrupt_after`` stopped a run whose edges led
-#: nowhere (END): the run is not complete yet, a resume completes it.
-COMPLETION_PENDING = "completion_pending"
-
-
-def has_pending(checkpoint: Checkpoint | None) -> bool:
-    return checkpoint is not None and bool(
-        checkpoint.tasks
-        or checkpoint.extra.get(_algo.EDGES_PENDING)
-        or checkpoint.extra.get(COMPLETION_PENDING)
-    )
-
-
 class Engine:
     """Run logic shared by the executors, for one compiled graph."""
 
@@ -78,6 +68,9 @@ class Engine:
         self.graph_id = graph_id
         self.saver: BaseCheckpointSaver | None = config.checkpoint_saver
         self.runner = TaskRunner(spec)
+        self.interruptible = tuple(
+            node for node in spec.nodes if self.runner.interruptible(node) is not None
+        )
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -239,7 +232,7 @@ class Engine:
             )
             return stored, None
         forking = base is not None and config.checkpoint_id is not None
-        if forking and graph_input.value is None and has_pending(base):
+        if forking and graph_input.value is None and _loop.has_pending(base):
             assert base is not None
             resumed = False
             forked = self._continue(
@@ -262,7 +255,7 @@ class Engine:
                 tasks=tuple(tasks),
                 parent_id=base.checkpoint_id if base is not None else None,
                 node=START,
-                extra={_algo.BARRIERS: barriers, **added} if barriers else added,
+                extra={Extra.BARRIERS: barriers, **added} if barriers else added,
                 metadata={"source": "input", "update": graph_input.value or {}},
                 kind=CheckpointKind.INPUT,
             ),
@@ -287,7 +280,7 @@ class Engine:
         thread_id = self.require_thread(config)
         if base is None:
             raise GraphStateError(f"thread {thread_id!r} has no checkpoint to resume")
-        if not has_pending(base):
+        if not _loop.has_pending(base):
             raise GraphStateError(
                 f"thread {thread_id!r} has nothing pending to resume (its last run completed); "
                 "start a new run with GraphInput.args(...)"
@@ -333,14 +326,11 @@ class Engine:
         values = dict(base.values)
         if update:
             apply_update(self.spec.schema, values, update)
-        if config.checkpoint_id is None:
-            same_run = True  # (base is the thread's latest)
-        else:
-            latest = self.saver.get(base.thread_id)
-            same_run = latest is not None and latest.checkpoint_id == base.checkpoint_id
+        latest = None if config.checkpoint_id is None else self.saver.get(base.thread_id)
+        same_run = _loop.same_run(base, latest, config.checkpoint_id)
         extra = dict(base.extra)
-        extra.pop(COMPLETION_PENDING, None)
-        extra[_algo.RESUMED] = resumed
+        extra.pop(Extra.COMPLETION_PENDING, None)
+        extra[Extra.RESUMED] = resumed
         extra.update(added or {})
         checkpoint = self.save_child(
             base,
@@ -355,35 +345,89 @@ class Engine:
         )
         if base_writes is None:
             base_writes = self.saver.get_writes(base.thread_id, base.checkpoint_id)
-        for write in base_writes:
-            if write.task_id.startswith("__"):
-                continue  # markers (interrupted, failed, ...) belong to the old checkpoint
-            self.saver.put_writes(
-                base.thread_id, checkpoint.checkpoint_id, write.task_id, write.node, write.update
-            )
+        self.carry_writes(base_writes, checkpoint)
         return checkpoint
 
-    async def interruption_before(
-        self, checkpoint: Checkpoint, config: RunnableConfig
-    ) -> InterruptionMetadata | None:
-        """Whether the run stops before running ``checkpoint``'s tasks."""
-        resumed = bool(checkpoint.extra.get(_algo.RESUMED))
-        node = _algo.interrupt_before_node(self.config.interrupt_before, checkpoint.tasks, resumed)
-        if node is not None:
-            return InterruptionMetadata(node, self.state(checkpoint.values))
-        if resumed:
-            return None
-        for task in checkpoint.tasks:
-            action = self.runner.interruptible(task.node)
-            if action is None:
-                continue
-            node_config = config._for_runtime(node_id=task.node)
-            found = await _resolve(
-                action.interrupt(task.node, self.state(checkpoint.values), node_config)
+    def carry_writes(self, writes: Sequence[PendingWrite], checkpoint: Checkpoint) -> None:
+        """Record on ``checkpoint`` (a resume or fork) the node updates its base recorded: the
+        tasks that succeeded in a stopped step do not run again (the first write wins, so
+        carrying twice is harmless)."""
+        assert self.saver is not None
+        for write in _loop.carried_writes(writes):
+            self.saver.put_writes(
+                checkpoint.thread_id,
+                checkpoint.checkpoint_id,
+                write.task_id,
+                write.node,
+                write.update,
             )
+
+    def limit(self, config: RunnableConfig) -> int:
+        """The run's recursion limit (the call's, else the graph's)."""
+        return config.recursion_limit or self.config.recursion_limit
+
+    async def next_decision(
+        self,
+        checkpoint: Checkpoint,
+        config: RunnableConfig,
+        steps_taken: int,
+        store: Store | None = None,
+    ) -> tuple[Checkpoint, Decision]:
+        """What to do from ``checkpoint`` (see :func:`_loop.decide_next`), with the user code
+        it needs called: edges left for the resume are evaluated and stored (with ``store``)
+        and the checkpoint it continues from is returned with the decision; the nodes'
+        ``InterruptibleAction``s are asked before a dispatch.  Never COMMIT, WAIT or EDGES."""
+        while True:
+            decision = _loop.decide_next(
+                checkpoint,
+                steps_taken=steps_taken,
+                limit=self.limit(config),
+                interrupt_before=self.config.interrupt_before,
+                interruptible=self.interruptible,
+            )
+            try:
+                if decision.action is Action.EDGES:
+                    checkpoint = await self.pending_edges(checkpoint, config, store)
+                    continue
+                if decision.action is Action.DISPATCH and decision.ask:
+                    parking = await self._ask(checkpoint, decision.ask, config)
+                    if parking is not None:
+                        return checkpoint, Decision(
+                            Action.PARK, node=parking.node_id, parking=parking
+                        )
+            except GraphError as error:  # a route or an InterruptibleAction failed
+                return checkpoint, _loop.fail(checkpoint.node or START, error)
+            return checkpoint, decision
+
+    async def _ask(
+        self, checkpoint: Checkpoint, nodes: Sequence[str], config: RunnableConfig
+    ) -> Parking | None:
+        """The first of ``nodes`` whose ``InterruptibleAction`` asks to stop, as a parking."""
+        for node in nodes:
+            action = self.runner.interruptible(node)
+            node_config = config._for_runtime(node_id=node)
+            try:
+                found = await _resolve(
+                    action.interrupt(node, self.state(checkpoint.values), node_config)
+                )
+            except GraphError:
+                raise
+            except Exception as error:  # as a failed node: both executors report it alike
+                raise NodeError(
+                    node, type(error).__name__, f"{error} (in its InterruptibleAction)"
+                ) from error
             if found is not None:
-                return found  # type: ignore[no-any-return]
+                return Parking(found.node_id, found.reason, dict(found.metadata or {}))
         return None
+
+    def interruption(self, checkpoint: Checkpoint, parking: Parking) -> InterruptionMetadata:
+        """The interruption a caller sees for a run parked at ``checkpoint``."""
+        return InterruptionMetadata(
+            parking.node_id,
+            self.state(checkpoint.values),
+            parking.reason,
+            dict(parking.metadata),
+        )
 
     async def finish(
         self,
@@ -399,16 +443,17 @@ class Engine:
             self.spec, checkpoint.values, [(task.node, writes.get(task.id)) for task in tasks]
         )
         executed = _algo.executed_nodes(tasks)
-        barriers = checkpoint.extra.get(_algo.BARRIERS, {})
+        barriers = checkpoint.extra.get(Extra.BARRIERS, {})
         stop_after = _algo.interrupt_after_node(self.config.interrupt_after, executed)
         if stop_after is not None and self.config.interrupt_before_edge:
             next_tasks: list[PendingTask] = []
-            extra: dict[str, Any] = {_algo.EDGES_PENDING: executed}
+            extra: dict[str, Any] = {Extra.EDGES_PENDING: executed}
         else:
             next_tasks, barriers, merged = await self.route_from(executed, merged, barriers, config)
-            extra = {COMPLETION_PENDING: True} if stop_after is not None and not next_tasks else {}
+            completion_pending = stop_after is not None and not next_tasks
+            extra = {Extra.COMPLETION_PENDING: True} if completion_pending else {}
         if barriers:
-            extra[_algo.BARRIERS] = barriers
+            extra[Extra.BARRIERS] = barriers
         new = self.save_child(
             checkpoint,
             values=merged,
@@ -426,16 +471,18 @@ class Engine:
         interruption = InterruptionMetadata(stop_after, state) if stop_after is not None else None
         return StepResult(new, outputs, interruption)
 
-    async def pending_edges(self, checkpoint: Checkpoint, config: RunnableConfig) -> Checkpoint:
+    async def pending_edges(
+        self, checkpoint: Checkpoint, config: RunnableConfig, store: Store | None = None
+    ) -> Checkpoint:
         """Evaluate edges left for the resume (``interrupt_before_edge``) and save the result."""
-        sources = list(checkpoint.extra.get(_algo.EDGES_PENDING, ()))
-        barriers = checkpoint.extra.get(_algo.BARRIERS, {})
+        sources = list(checkpoint.extra.get(Extra.EDGES_PENDING, ()))
+        barriers = checkpoint.extra.get(Extra.BARRIERS, {})
         tasks, barriers, values = await self.route_from(
             sources, dict(checkpoint.values), barriers, config
         )
         extra: dict[str, Any] = {}
         if barriers:
-            extra[_algo.BARRIERS] = barriers
+            extra[Extra.BARRIERS] = barriers
         return self.save_child(
             checkpoint,
             values=values,
@@ -444,6 +491,51 @@ class Engine:
             extra=extra,
             metadata={"source": "edges"},
             kind=CheckpointKind.EDGES,
+            store=store,
+        )
+
+    async def update(
+        self,
+        base: Checkpoint | None,
+        latest: Checkpoint | None,
+        values: Mapping[str, Any] | None,
+        as_node: str | None,
+        config: RunnableConfig,
+        store: Store | None = None,
+    ) -> Checkpoint:
+        """Store what ``update_state`` writes after ``base`` (the checkpoint the call names, else
+        the thread's latest ``latest``; ``None`` on a new thread): ``values`` merged through the
+        reducers; ``next`` what ``as_node``'s edges pick, else ``base``'s.  It continues
+        ``base``'s run when ``base`` is the latest (a parked run is resumed after it)."""
+        thread_id = self.require_thread(config)
+        merged = dict(base.values) if base is not None else initial_values(self.spec.schema)
+        apply_update(self.spec.schema, merged, values or {})
+        tasks = base.tasks if base is not None else ()
+        extra = {k: v for k, v in (base.extra if base else {}).items() if k != Extra.RESUMED}
+        if as_node is not None:
+            routed = config._for_runtime(graph_id=self.graph_id)
+            barriers = extra.get(Extra.BARRIERS, {})
+            next_tasks, barriers, merged = await self.route_from(
+                [as_node], merged, barriers, routed
+            )
+            tasks = tuple(next_tasks)
+            extra = {Extra.BARRIERS: barriers} if barriers else {}
+        same_run = base is not None and _loop.same_run(base, latest, config.checkpoint_id)
+        return self.save(
+            Checkpoint(
+                thread_id=thread_id,
+                checkpoint_id=new_id(),
+                run_id=base.run_id if base is not None and same_run else new_id(),
+                step=base.step + 1 if base is not None else -1,
+                values=merged,
+                tasks=tasks,
+                parent_id=base.checkpoint_id if base is not None else None,
+                node=as_node or (base.node if base is not None else None),
+                extra=extra,
+                metadata={"source": "update", "update": dict(values or {}), "as_node": as_node},
+                kind=CheckpointKind.UPDATE,
+            ),
+            store,
         )
 
     def complete(self, checkpoint: Checkpoint, config: RunnableConfig) -> tuple[NodeOutput, Any]:

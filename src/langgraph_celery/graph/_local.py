@@ -1,5 +1,6 @@
 """The in-process executor: runs each superstep's tasks concurrently on this event loop (async
-nodes) or in threads (plain nodes), and drives the run through :class:`Engine`."""
+nodes) or in threads (plain nodes), and carries out the run loop's decisions
+(:mod:`~langgraph_celery.graph._loop`) through :class:`Engine`."""
 
 from __future__ import annotations
 
@@ -8,17 +9,13 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph_celery.checkpoint.base import Checkpoint, CheckpointKind, PendingTask
-from langgraph_celery.errors import GraphError, GraphRecursionError, NodeError
-from langgraph_celery.graph import _algo
+from langgraph_celery.checkpoint.base import Checkpoint, PendingTask
+from langgraph_celery.errors import GraphError, NodeError
+from langgraph_celery.graph import _loop
 from langgraph_celery.graph._engine import Engine
+from langgraph_celery.graph._loop import Action, Failure, Parking, StepMarks
 from langgraph_celery.graph.config import RunnableConfig
-from langgraph_celery.graph.types import (
-    GraphInput,
-    GraphInterrupt,
-    InterruptionMetadata,
-    NodeOutput,
-)
+from langgraph_celery.graph.types import GraphInput, GraphInterrupt, NodeOutput
 
 __all__ = ["Outcome", "run_local"]
 
@@ -63,41 +60,50 @@ def _keep_writes(
             )
 
 
-async def _execute_step(
-    engine: Engine, checkpoint: Checkpoint, config: RunnableConfig
-) -> dict[str, Any] | InterruptionMetadata:
-    """Run a step's tasks; the writes by task id, or the interruption a node raised.
+@dataclass
+class _Step:
+    """A step's tasks as they reported: updates by task id, how it stopped, and the error that
+    failed it (raised to the caller, with the original as its cause)."""
 
-    A failed or interrupted step keeps the writes of the tasks that succeeded as pending writes
-    of its checkpoint, so a resume runs only what is left.
-    """
+    marks: StepMarks
+    ran: list[PendingTask]
+    error: BaseException | None = None
+
+
+async def _execute_step(engine: Engine, checkpoint: Checkpoint, config: RunnableConfig) -> _Step:
+    """Run the tasks of a step that have no update recorded (a resume carries the updates of
+    the tasks that succeeded in the step it continues)."""
     saver = engine.saver
     writes: dict[str, Any] = {}
-    if saver is not None and checkpoint.kind in (CheckpointKind.RESUME, CheckpointKind.FORK):
+    if saver is not None and _loop.is_continued(checkpoint):
         for write in saver.get_writes(checkpoint.thread_id, checkpoint.checkpoint_id):
             writes[write.task_id] = write.update
     todo = [task for task in checkpoint.tasks if task.id not in writes]
     results = await _run_tasks(engine, checkpoint, todo, config)
-    failure: tuple[PendingTask, BaseException] | None = None
+    parking: Parking | None = None
+    failed: tuple[PendingTask, BaseException] | None = None
     for task, result in zip(todo, results, strict=True):
-        if isinstance(result, BaseException):
-            if failure is None or (
-                isinstance(result, GraphInterrupt) and not isinstance(failure[1], GraphInterrupt)
-            ):
-                failure = (task, result)
+        if isinstance(result, GraphInterrupt):
+            if parking is None:
+                parking = Parking(task.node, result.reason or None, dict(result.metadata))
+        elif isinstance(result, BaseException):
+            failed = failed or (task, result)
         else:
             writes[task.id] = result
-    if failure is None:
-        return writes
-    _keep_writes(engine, checkpoint, todo, writes)
-    task, error = failure
-    if isinstance(error, GraphInterrupt):
-        return InterruptionMetadata(
-            task.node, engine.state(checkpoint.values), error.reason or None, error.metadata
-        )
+    failure = None
+    error = None
+    if failed is not None:
+        task, error = failed
+        failure = Failure(task.node, type(error).__name__, str(error))
+    return _Step(StepMarks(writes, parking, failure), todo, error)
+
+
+def _raise_failure(step: _Step) -> None:
+    assert step.marks.failure is not None and step.error is not None
+    failure, error = step.marks.failure, step.error
     if isinstance(error, GraphError):
         raise error
-    raise NodeError(task.node, type(error).__name__, str(error)) from error
+    raise NodeError(failure.node_id, failure.error_type, failure.message) from error
 
 
 async def run_local(
@@ -108,38 +114,40 @@ async def run_local(
     config = config._for_runtime(graph_id=engine.graph_id, run_id=checkpoint.run_id)
     if start is not None:
         yield start
-    limit = config.recursion_limit or engine.config.recursion_limit
     steps = 0
     while True:
-        if checkpoint.extra.get(_algo.EDGES_PENDING):
-            checkpoint = await engine.pending_edges(checkpoint, config)
-            continue
-        if not checkpoint.tasks:
+        checkpoint, decision = await engine.next_decision(checkpoint, config, steps)
+        if decision.action is Action.COMPLETE:
             end, outcome.value = engine.complete(checkpoint, config)
             outcome.done = True
             yield end
             return
-        interruption = await engine.interruption_before(checkpoint, config)
-        if interruption is not None:
-            outcome.value, outcome.done = interruption, True
+        if decision.action is Action.PARK:
+            assert decision.parking is not None
+            outcome.value, outcome.done = engine.interruption(checkpoint, decision.parking), True
             return
-        if steps >= limit:
-            raise GraphRecursionError(
-                f"the run reached its recursion limit of {limit} supersteps without completing "
-                f"(next: {', '.join(checkpoint.next)}); raise recursion_limit in RunnableConfig "
-                "or CompileConfig if the graph really needs more"
-            )
+        if decision.action is Action.FAIL:
+            assert decision.error is not None
+            raise decision.error
         steps += 1
-        executed = await _execute_step(engine, checkpoint, config)
-        if isinstance(executed, InterruptionMetadata):
-            outcome.value, outcome.done = executed, True
-            return
+        step = await _execute_step(engine, checkpoint, config)
+        updates = step.marks.updates
+        decision = _loop.decide_step(checkpoint.tasks, step.marks)
+        if decision.action is not Action.COMMIT:
+            # a stopped step keeps the updates of the tasks that succeeded, for the resume
+            _keep_writes(engine, checkpoint, step.ran, updates)
+            if decision.action is Action.PARK:
+                assert decision.parking is not None
+                outcome.value = engine.interruption(checkpoint, decision.parking)
+                outcome.done = True
+                return
+            _raise_failure(step)
         try:
-            result = await engine.finish(checkpoint, executed, config)
+            result = await engine.finish(checkpoint, updates, config)
         except GraphError:
             # Every node ran, the step failed as a whole (conflicting writes, a route): keep the
             # updates, as the Celery workers do, so that a resume merges them again.
-            _keep_writes(engine, checkpoint, checkpoint.tasks, executed)
+            _keep_writes(engine, checkpoint, checkpoint.tasks, updates)
             raise
         for output in result.outputs:
             yield output

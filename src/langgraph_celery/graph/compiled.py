@@ -6,15 +6,15 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointKind
+from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint
 from langgraph_celery.errors import GraphStateError
-from langgraph_celery.graph import _algo, _sync
+from langgraph_celery.graph import _sync
 from langgraph_celery.graph._engine import Engine, new_id
 from langgraph_celery.graph._local import Outcome, run_local
 from langgraph_celery.graph.builder import GraphSpec
 from langgraph_celery.graph.config import CompileConfig, RunnableConfig
 from langgraph_celery.graph.draw import draw
-from langgraph_celery.graph.state import AgentState, apply_update, initial_values
+from langgraph_celery.graph.state import AgentState
 from langgraph_celery.graph.types import (
     GraphInput,
     GraphRepresentation,
@@ -42,6 +42,13 @@ class _RunSource(Protocol):
         source may leave out the outputs of the steps in between."""
         ...
 
+    async def update_state(
+        self, config: RunnableConfig, values: Mapping[str, Any] | None, as_node: str | None
+    ) -> Checkpoint:
+        """Store what ``update_state`` writes on ``config``'s thread (checked by the caller);
+        an executor refuses it while a run of the thread is running."""
+        ...
+
 
 class _LocalSource:
     def __init__(self, engine: Engine) -> None:
@@ -55,6 +62,20 @@ class _LocalSource:
         steps: bool = True,
     ) -> AsyncIterator[NodeOutput]:
         return run_local(self.engine, graph_input, config, outcome)
+
+    async def update_state(
+        self, config: RunnableConfig, values: Mapping[str, Any] | None, as_node: str | None
+    ) -> Checkpoint:
+        engine = self.engine
+        assert engine.saver is not None
+        thread_id = engine.require_thread(config)
+        base = engine.saver.get(thread_id, config.checkpoint_id)
+        if base is None and config.checkpoint_id is not None:
+            raise GraphStateError(
+                f"thread {thread_id!r} has no checkpoint {config.checkpoint_id!r}"
+            )
+        latest = base if config.checkpoint_id is None else engine.saver.get(thread_id)
+        return await engine.update(base, latest, values, as_node, config)
 
 
 class GraphStream(Iterator[NodeOutput], AsyncIterator[NodeOutput]):
@@ -250,48 +271,13 @@ class CompiledGraph:
         values: Mapping[str, Any] | None,
         as_node: str | None = None,
     ) -> RunnableConfig:
-        saver = self._saver()
-        thread_id = self._engine.require_thread(config)
+        self._saver()
+        self._engine.require_thread(config)
         if as_node is not None and as_node not in self.spec.nodes:
             raise GraphStateError(f"update_state as_node names unknown node {as_node!r}")
         if values is not None and not isinstance(values, Mapping):
             raise TypeError(f"update_state takes a mapping, got {type(values).__name__}")
-        base = saver.get(thread_id, config.checkpoint_id)
-        if base is None and config.checkpoint_id is not None:
-            raise GraphStateError(
-                f"thread {thread_id!r} has no checkpoint {config.checkpoint_id!r}"
-            )
-        merged = dict(base.values) if base is not None else initial_values(self.spec.schema)
-        apply_update(self.spec.schema, merged, values or {})
-        tasks = base.tasks if base is not None else ()
-        extra = {k: v for k, v in (base.extra if base else {}).items() if k != _algo.RESUMED}
-        if as_node is not None:
-            routed = config._for_runtime(graph_id=self.graph_id)
-            barriers = extra.get(_algo.BARRIERS, {})
-            next_tasks, barriers, merged = await self._engine.route_from(
-                [as_node], merged, barriers, routed
-            )
-            tasks = tuple(next_tasks)
-            extra = {_algo.BARRIERS: barriers} if barriers else {}
-        latest = saver.get(thread_id)
-        same_run = (
-            base is not None and latest is not None and (latest.checkpoint_id == base.checkpoint_id)
-        )
-        checkpoint = saver.put(
-            Checkpoint(
-                thread_id=thread_id,
-                checkpoint_id=new_id(),
-                run_id=base.run_id if base is not None and same_run else new_id(),
-                step=base.step + 1 if base is not None else -1,
-                values=merged,
-                tasks=tasks,
-                parent_id=base.checkpoint_id if base is not None else None,
-                node=as_node or (base.node if base is not None else None),
-                extra=extra,
-                metadata={"source": "update", "update": dict(values or {}), "as_node": as_node},
-                kind=CheckpointKind.UPDATE,
-            )
-        )
+        checkpoint = await self._source.update_state(config, values, as_node)
         return config.with_changes(checkpoint_id=checkpoint.checkpoint_id)
 
     # -- drawing ------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -17,33 +16,21 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from langgraph_celery import errors
 from langgraph_celery.checkpoint.base import Checkpoint, CheckpointKind, CheckpointView
 from langgraph_celery.errors import GraphStateError
-from langgraph_celery.graph import _sync
-from langgraph_celery.graph._engine import has_pending, new_id
+from langgraph_celery.graph import _loop, _sync
+from langgraph_celery.graph._engine import new_id
 from langgraph_celery.graph._local import Outcome
+from langgraph_celery.graph._loop import Extra, Failure, Mark, RunStatus, Status, StepMarks
 from langgraph_celery.graph._sync import SHARED_POOL
 from langgraph_celery.graph.config import RunnableConfig
-from langgraph_celery.graph.types import (
-    START,
-    GraphInput,
-    InterruptionMetadata,
-    NodeOutput,
-)
-from langgraph_celery.worker import names
-from langgraph_celery.worker.runtime import cancelled_by_parent, jsonable_config
+from langgraph_celery.graph.types import END, START, GraphInput, NodeOutput
+from langgraph_celery.worker.runtime import jsonable_config
 
 if TYPE_CHECKING:
     from langgraph_celery.worker.handle import RunHandle
     from langgraph_celery.worker.runtime import GraphRuntime
 
-__all__ = ["CelerySource", "RunStatus", "read_status", "status_of"]
+__all__ = ["CelerySource", "read_status", "status_of"]
 
-RUNNING, INTERRUPTED, COMPLETED, FAILED, CANCELLED = (
-    "running",
-    "interrupted",
-    "completed",
-    "failed",
-    "cancelled",
-)
 _POLL_MIN, _POLL_MAX = 0.0005, 0.02
 #: With wake-ups, how long a client waits for one before reading the store anyway.
 _WAKE_FALLBACK = 0.25
@@ -84,60 +71,36 @@ async def _astore(call: Callable[[], Awaitable[T]]) -> T:
     return await call()
 
 
-@dataclass(frozen=True)
-class RunStatus:
-    """Where a run stands, read from its latest checkpoint and that checkpoint's markers."""
-
-    status: str
-    checkpoint: Checkpoint | None
-    marker: dict[str, Any] | None = None
-
-    @property
-    def terminal(self) -> bool:
-        return self.status != RUNNING
+def status_of(view: CheckpointView) -> Status:
+    """Where the run at ``view``'s checkpoint stands (the run loop's rule, on what was read)."""
+    return _loop.status_of(view.checkpoint, StepMarks.of_view(view))
 
 
-def status_of(view: CheckpointView) -> RunStatus:
-    """Where the run at ``view``'s checkpoint stands, from the checkpoint and its markers."""
-    checkpoint = view.checkpoint
+def read_status(runtime: GraphRuntime, checkpoint: Checkpoint | None) -> Status:
     if checkpoint is None:
-        return RunStatus(COMPLETED, None)
-    for marker, status in (
-        (names.CANCEL, CANCELLED),
-        (names.INTERRUPT, INTERRUPTED),  # over a sibling's failure, as in process
-        (names.ERROR, FAILED),
-    ):
-        if marker in view.writes:
-            return RunStatus(status, checkpoint, dict(view.writes[marker].update))
-    if not has_pending(checkpoint):  # (an interrupt_after's step: its marker is on its way)
-        return RunStatus(COMPLETED, checkpoint)
-    if cancelled_by_parent(view):
-        return RunStatus(CANCELLED, checkpoint, {})
-    if checkpoint.kind is CheckpointKind.UPDATE:
-        # stored by update_state: nothing was dispatched from it, the run waits for a resume
-        node = checkpoint.next[0] if checkpoint.next else checkpoint.node
-        return RunStatus(INTERRUPTED, checkpoint, {"node_id": node})
-    return RunStatus(RUNNING, checkpoint)
-
-
-def read_status(runtime: GraphRuntime, checkpoint: Checkpoint | None) -> RunStatus:
-    if checkpoint is None:
-        return RunStatus(COMPLETED, None)
+        return Status(RunStatus.COMPLETED, None)
     thread_id, checkpoint_id = checkpoint.thread_id, checkpoint.checkpoint_id
     return status_of(_store(lambda: runtime.saver.get_with_writes(thread_id, checkpoint_id)))
 
 
-def _error_from(marker: dict[str, Any]) -> errors.GraphError:
-    error_type = str(marker.get("error_type", "Exception"))
-    message = str(marker.get("message", ""))
-    known = getattr(errors, error_type, None)
+def _error_from(failure: Failure) -> errors.GraphError:
+    known = getattr(errors, failure.error_type, None)
     if (
         isinstance(known, type)
         and issubclass(known, errors.GraphError)
         and known is not errors.NodeError
     ):
-        return known(message)
-    return errors.NodeError(str(marker.get("node_id", "?")), error_type, message)
+        return known(failure.message)
+    return errors.NodeError(failure.node_id, failure.error_type, failure.message)
+
+
+def _busy(thread_id: str, status: Status) -> GraphStateError:
+    run = status.checkpoint.run_id if status.checkpoint is not None else "?"
+    return GraphStateError(
+        f"thread {thread_id!r} is busy: run {run} is still running; wait for it "
+        "(RunHandle.wait) or cancel it (RunHandle.cancel) before starting, resuming, forking "
+        "or updating the thread"
+    )
 
 
 class CelerySource:
@@ -153,30 +116,22 @@ class CelerySource:
     ) -> tuple[Checkpoint, NodeOutput | None]:
         """Store the run's first checkpoint and send its first tasks; returns at once."""
         runtime = self.runtime
-        engine = runtime.engine
-        thread_id = engine.require_thread(config)
-        view = _store(lambda: runtime.saver.get_with_writes(thread_id))
-        latest, status = view.checkpoint, status_of(view)
-        if latest is not None and config.checkpoint_id is None:
-            if status.status == RUNNING:
-                raise GraphStateError(
-                    f"thread {thread_id!r} is busy: run {latest.run_id} is still running; wait "
-                    "for it (RunHandle.wait) or cancel it before starting or resuming another"
-                )
-            if graph_input.is_resume and not has_pending(latest):
-                raise GraphStateError(
-                    f"thread {thread_id!r} has nothing pending to resume (its last run "
-                    "completed); start a new run with GraphInput.args(...)"
-                )
-            if graph_input.value:  # a value that cannot be stored fails before the claim too
-                runtime.saver.serializer.dumps(dict(graph_input.value))
-            claim = self._claim(latest)
-            if claim is None:
-                raise GraphStateError(
-                    f"thread {thread_id!r} is busy: another process just started or resumed a run"
-                )
-        else:
-            claim = None
+        thread_id = runtime.engine.require_thread(config)
+        if graph_input.value:  # a value that cannot be stored fails before the claim
+            runtime.saver.serializer.dumps(dict(graph_input.value))
+        view, claim = self._claim_thread(thread_id)
+        latest = view.checkpoint
+        if (
+            graph_input.is_resume
+            and latest is not None
+            and config.checkpoint_id is None
+            and not _loop.has_pending(latest)
+        ):
+            self._release(latest, claim)
+            raise GraphStateError(
+                f"thread {thread_id!r} has nothing pending to resume (its last run "
+                "completed); start a new run with GraphInput.args(...)"
+            )
         # The run's first checkpoint is stored with the reaper's stall timer of its run, both or
         # neither: a run is never stored unwatched.
         continues = graph_input.is_resume and latest is not None and config.checkpoint_id is None
@@ -186,8 +141,7 @@ class CelerySource:
         except BaseException:
             # Nothing was stored (a failing entry route, a value the reducers refuse, the other
             # of two first runs): the thread stays as it was (timer included) and usable.
-            if claim is not None and latest is not None:
-                self._release(latest, claim)
+            self._release(latest, claim)
             raise
         run_config = config._for_runtime(graph_id=runtime.graph_id, run_id=checkpoint.run_id)
         invocation = checkpoint.checkpoint_id
@@ -197,6 +151,48 @@ class CelerySource:
             # marks and timers are idempotent, a task sent twice is applied once
             await _astore(lambda: runtime.advance(checkpoint, invocation, run_config, 0))
         return checkpoint, start
+
+    async def update_state(
+        self, config: RunnableConfig, values: Mapping[str, Any] | None, as_node: str | None
+    ) -> Checkpoint:
+        """``update_state`` on Celery: refused while a run of the thread is running (a node's
+        update is never overwritten), and claimed as a start or resume is."""
+        runtime = self.runtime
+        thread_id = runtime.engine.require_thread(config)
+        view, claim = self._claim_thread(thread_id)
+        latest = view.checkpoint
+        try:
+            base = latest
+            if config.checkpoint_id is not None:
+                base = _store(runtime.saver.get, thread_id, config.checkpoint_id)
+                if base is None:
+                    raise GraphStateError(
+                        f"thread {thread_id!r} has no checkpoint {config.checkpoint_id!r}"
+                    )
+            return await runtime.engine.update(base, latest, values, as_node, config)
+        except BaseException:
+            self._release(latest, claim)
+            raise
+
+    def _claim_thread(self, thread_id: str) -> tuple[CheckpointView, str | None]:
+        """Read the thread's latest checkpoint and claim the transition out of it: a start, a
+        resume, a fork or an update.  A thread whose run is running is busy
+        (:class:`GraphStateError`), as is one that another process just claimed.  ``None`` as
+        the claim for a new thread (of two first runs the saver stores one)."""
+        view = _store(lambda: self.runtime.saver.get_with_writes(thread_id))
+        latest = view.checkpoint
+        if latest is None:
+            return view, None
+        status = status_of(view)
+        if status.status is RunStatus.RUNNING:
+            raise _busy(thread_id, status)
+        claim = self._claim(latest)
+        if claim is None:
+            raise GraphStateError(
+                f"thread {thread_id!r} is busy: another process just started, resumed or "
+                "updated a run on it; wait for that run or try again"
+            )
+        return view, claim
 
     def _claim(self, latest: Checkpoint) -> str | None:
         """Claim the transition out of ``latest`` (the first claim wins); the claim's token, or
@@ -214,14 +210,14 @@ class CelerySource:
 
         def put_claim() -> bool:  # (nobody waits on a claim: no wake-up is published)
             return runtime.saver.put_writes(
-                latest.thread_id, latest.checkpoint_id, names.CLAIM, token, data
+                latest.thread_id, latest.checkpoint_id, Mark.CLAIM, token, data
             )
 
         for _ in range(2):
             if _store(put_claim):
                 return token
             held = _store(lambda: runtime.saver.get_writes(latest.thread_id, latest.checkpoint_id))
-            claim = next((w for w in held if w.task_id == names.CLAIM), None)
+            claim = next((w for w in held if w.task_id == Mark.CLAIM), None)
             if claim is None:
                 continue  # released meanwhile: claim again
             if claim.node == token:
@@ -245,10 +241,12 @@ class CelerySource:
         age = datetime.now(UTC) - claimed_at
         return age > timedelta(seconds=self.runtime.executor.stalled_after)
 
-    def _release(self, latest: Checkpoint, token: str) -> None:
+    def _release(self, latest: Checkpoint | None, token: str | None) -> None:
         """Remove the claim on ``latest`` held by ``token`` (kept if someone else holds it)."""
+        if latest is None or token is None:
+            return
         saver = self.runtime.saver
-        _store(saver.delete_write, latest.thread_id, latest.checkpoint_id, names.CLAIM, token)
+        _store(saver.delete_write, latest.thread_id, latest.checkpoint_id, Mark.CLAIM, token)
 
     async def _store_first(
         self,
@@ -264,12 +262,12 @@ class CelerySource:
         runtime = self.runtime
         before = latest.checkpoint_id if latest is not None else None
 
-        recorded = {names.RUN_CONFIG: jsonable_config(config)}
+        recorded: dict[str, Any] = {Extra.RUN_CONFIG: jsonable_config(config)}
 
         async def begin() -> tuple[Checkpoint, NodeOutput | None]:
             if config.checkpoint_id is not None:
                 return await runtime.engine.begin(graph_input, config, runtime.store_first)
-            writes = [w for w in view.writes.values() if w.task_id != names.CLAIM]
+            writes = [w for w in view.writes.values() if w.task_id != Mark.CLAIM]
             return await runtime.engine.begin_from(
                 latest,
                 graph_input,
@@ -307,16 +305,8 @@ class CelerySource:
         runtime, engine = self.runtime, self.runtime.engine
         if checkpoint.kind is not CheckpointKind.INPUT:
             assert latest is not None
-            for write in _store(runtime.saver.get_writes, latest.thread_id, latest.checkpoint_id):
-                if not write.task_id.startswith("__"):
-                    _store(
-                        runtime.saver.put_writes,
-                        checkpoint.thread_id,
-                        checkpoint.checkpoint_id,
-                        write.task_id,
-                        write.node,
-                        write.update,
-                    )
+            writes = _store(runtime.saver.get_writes, latest.thread_id, latest.checkpoint_id)
+            _store(engine.carry_writes, writes, checkpoint)
             return checkpoint, None
         run_config = config._for_runtime(graph_id=runtime.graph_id, run_id=checkpoint.run_id)
         state = engine.state(checkpoint.values)
@@ -423,26 +413,43 @@ class CelerySource:
             if subscription is not None:
                 subscription.close()
 
-    def _settle(
-        self, status: RunStatus, config: RunnableConfig, outcome: Outcome
-    ) -> list[NodeOutput]:
+    def _settle(self, status: Status, config: RunnableConfig, outcome: Outcome) -> list[NodeOutput]:
         engine = self.runtime.engine
         checkpoint = status.checkpoint
         assert checkpoint is not None
-        marker = status.marker or {}
-        if status.status == INTERRUPTED:
-            outcome.value = InterruptionMetadata(
-                str(marker.get("node_id")),
-                engine.state(checkpoint.values),
-                marker.get("reason"),
-                marker.get("metadata") or {},
-            )
-            outcome.done = True
+        if status.status is RunStatus.PARKED:
+            assert status.parking is not None
+            outcome.value, outcome.done = engine.interruption(checkpoint, status.parking), True
             return []
-        if status.status == FAILED:
-            raise _error_from(marker)
-        if status.status == CANCELLED:
+        if status.status is RunStatus.FAILED:
+            assert status.failure is not None
+            raise _error_from(status.failure)
+        if status.status is RunStatus.CANCELLED:
             raise GraphStateError(f"run {checkpoint.run_id} was cancelled")
         end, value = engine.complete(checkpoint, config)
         outcome.value, outcome.done = value, True
         return [end]
+
+    # -- steering ---------------------------------------------------------------------------------
+
+    def cancel(self, run_id: str, latest_of_run: Callable[[], Checkpoint | None]) -> bool:
+        """Stop run ``run_id`` at its current step; True if this call cancelled it.
+
+        Nodes already running finish, but no further step is dispatched: the next node task
+        sees the mark on its parent checkpoint and stops.
+        """
+        runtime = self.runtime
+        status = read_status(runtime, _store(latest_of_run))
+        if status.terminal or status.checkpoint is None:
+            return False
+        marked = status.checkpoint
+        cancelled = runtime.mark(marked, Mark.CANCEL, END, {})
+        # A step that was finishing may have stored the next checkpoint meanwhile: mark it too.
+        for _ in range(3):
+            newest = _store(latest_of_run)
+            if newest is None or newest.checkpoint_id == marked.checkpoint_id:
+                break
+            runtime.mark(newest, Mark.CANCEL, END, {})
+            marked = newest
+        runtime.saver.clear_timer(marked.thread_id, marked.run_id)
+        return cancelled

@@ -10,15 +10,14 @@ from typing import TYPE_CHECKING
 from langgraph_celery.checkpoint.base import Checkpoint
 from langgraph_celery.errors import GraphStateError
 from langgraph_celery.graph._local import Outcome
+from langgraph_celery.graph._loop import Status
 from langgraph_celery.graph.config import RunnableConfig
-from langgraph_celery.graph.types import END, GraphResult, NodeOutput
-from langgraph_celery.worker import names
+from langgraph_celery.graph.types import GraphResult, NodeOutput
 from langgraph_celery.worker.client import (
     _POLL_MAX,
     _POLL_MIN,
     _WAKE_FALLBACK,
     CelerySource,
-    RunStatus,
     _store,
     read_status,
     status_of,
@@ -65,7 +64,7 @@ class RunHandle:
                     return checkpoint
         return latest
 
-    def _status(self) -> RunStatus:
+    def _status(self) -> Status:
         """Where the run stands: one read when it is the thread's latest run (the usual case)."""
         runtime = self._source().runtime
         view = _store(lambda: runtime.saver.get_with_writes(self.thread_id))
@@ -75,8 +74,8 @@ class RunHandle:
         return read_status(runtime, _store(self._latest_of_run))
 
     def status(self) -> str:
-        """``running``, ``interrupted``, ``completed``, ``failed`` or ``cancelled``."""
-        return self._status().status
+        """``running``, ``parked``, ``completed``, ``failed`` or ``cancelled``."""
+        return self._status().status.value
 
     def _first_checkpoint(self) -> Checkpoint:
         saver = self.graph._saver()
@@ -130,18 +129,4 @@ class RunHandle:
         Nodes already running finish, but no further step is dispatched: the next node task
         sees the mark on its parent checkpoint and stops.
         """
-        runtime = self._source().runtime
-        status = read_status(runtime, self._latest_of_run())
-        if status.terminal or status.checkpoint is None:
-            return False
-        marked = status.checkpoint
-        cancelled = runtime.mark(marked, names.CANCEL, END, {})
-        # A step that was finishing may have stored the next checkpoint meanwhile: mark it too.
-        for _ in range(3):
-            newest = self._latest_of_run()
-            if newest is None or newest.checkpoint_id == marked.checkpoint_id:
-                break
-            runtime.mark(newest, names.CANCEL, END, {})
-            marked = newest
-        runtime.saver.clear_timer(marked.thread_id, marked.run_id)
-        return cancelled
+        return self._source().cancel(self.run_id, self._latest_of_run)

@@ -13,11 +13,15 @@ Celery task ids
     ``lgc:<run_id>:<checkpoint_id>:<task_id>``  deterministic, so a re-dispatch of the same
     step's task is recognisable and its write is applied once.
 
-Markers (pending writes with reserved task ids, stored by the checkpoint saver)
+Marks (pending writes with reserved task ids, stored by the checkpoint saver; defined with the
+run loop's rules as :class:`langgraph_celery.graph._loop.Mark`)
     ``__interrupt__``  the run is parked at this checkpoint (value: the interruption).
     ``__error__``  a node of this checkpoint failed for good (value: node, type, message).
-    ``__claim__``  a transition out of this checkpoint (new run, resume) was claimed.
+    ``__claim__``  a transition out of this checkpoint (new run, resume, update, fork) was
+    claimed (value: the claimant's token and when).
     ``__cancel__``  the run was cancelled at this checkpoint.
+
+Checkpoint ``extra`` keys: :class:`langgraph_celery.graph._loop.Extra`.
 
 Timers (one per thread, in the checkpoint store's timers table)
     ``stall``  the thread has an active run: the reaper checks it progresses.
@@ -42,19 +46,18 @@ Queues
 
 from __future__ import annotations
 
+from langgraph_celery.graph._loop import Mark
+
 __all__ = [
     "CANCEL",
     "CLAIM",
     "DEADLINE_TIMER",
     "ERROR",
     "INTERRUPT",
-    "MARKERS",
     "REAP_TASK",
     "RESUME_TASK",
-    "RUN_CONFIG",
     "STALL_TIMER",
     "START_TASK",
-    "STOPS",
     "celery_task_id",
     "node_task_name",
     "thread_channel",
@@ -67,16 +70,7 @@ STALL_TIMER = "stall"
 DEADLINE_TIMER = "deadline"
 _NODE_PREFIX = "langgraph_celery.node."
 
-INTERRUPT = "__interrupt__"
-ERROR = "__error__"
-CLAIM = "__claim__"
-CANCEL = "__cancel__"
-MARKERS = frozenset({INTERRUPT, ERROR, CLAIM, CANCEL})
-#: The ``extra`` key of an invocation's first checkpoint that records its config (JSON), so the
-#: reaper re-dispatches a stalled run with the recursion limit and metadata it was started with.
-RUN_CONFIG = "celery_run_config"
-#: The markers that stop a run.
-STOPS = frozenset({INTERRUPT, ERROR, CANCEL})
+INTERRUPT, ERROR, CLAIM, CANCEL = Mark.INTERRUPT, Mark.ERROR, Mark.CLAIM, Mark.CANCEL
 
 
 def node_task_name(graph_id: str, node: str) -> str:

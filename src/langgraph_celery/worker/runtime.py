@@ -1,9 +1,12 @@
 """What happens on a worker (and, for dispatch, on the client) for one registered graph.
 
-A node task runs its node, records the update as a pending write (first write wins), and if
-every task of the step has written, tries to store the next checkpoint.  Storing is a
-compare-and-set on ``(thread, run, step)``: only the writer that committed goes on to dispatch
-the next step, so an update reaches the thread's state once whatever the broker redelivers.
+A node task runs its node, records the update as a pending write (first write wins), and when
+the run loop decides the step is complete (:func:`~langgraph_celery.graph._loop.decide_step`),
+stores the next checkpoint.  Storing is a compare-and-set on ``(thread, run, step)``: only the
+writer that committed goes on to carry out the next decision
+(:meth:`~langgraph_celery.graph._engine.Engine.next_decision`: dispatch, park, fail, complete),
+so an update reaches the thread's state once whatever the broker redelivers.  A node that fails
+for good is recorded on its checkpoint (the run stays resumable) and fails its Celery task.
 """
 
 from __future__ import annotations
@@ -18,19 +21,21 @@ from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
     CheckpointKind,
-    CheckpointView,
     PendingTask,
     Timer,
 )
 from langgraph_celery.errors import CheckpointConflictError, GraphError, NodeError
-from langgraph_celery.graph._engine import Engine, has_pending
+from langgraph_celery.graph import _loop
+from langgraph_celery.graph._engine import Engine
+from langgraph_celery.graph._loop import Action, Decision, Extra, Failure, Mark, Parking, StepMarks
 from langgraph_celery.graph._sync import run_sync
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.retry import RetryPolicy, _RetryHook
-from langgraph_celery.graph.types import END, GraphInterrupt, InterruptionMetadata
+from langgraph_celery.graph.types import END, GraphInterrupt
 from langgraph_celery.serde import JsonSerializer
 from langgraph_celery.worker import names
 from langgraph_celery.worker.envelope import TaskEnvelope
+from langgraph_celery.worker.results import TaskResult, TaskStatus
 
 if TYPE_CHECKING:
     from langgraph_celery.graph.compiled import CompiledGraph
@@ -47,18 +52,6 @@ def jsonable_config(config: RunnableConfig) -> dict[str, Any]:
     if config.recursion_limit is not None:
         data["recursion_limit"] = config.recursion_limit
     return data
-
-
-def cancelled_by_parent(view: CheckpointView) -> bool:
-    """Whether ``view``'s checkpoint was stored by a step that finished while its run was being
-    cancelled (its parent has the mark).  A new run, a resume or an update that starts from a
-    cancelled checkpoint is not cancelled."""
-    checkpoint = view.checkpoint
-    return (
-        names.CANCEL in view.parent_markers
-        and checkpoint is not None
-        and checkpoint.kind in (CheckpointKind.LOOP, CheckpointKind.EDGES)
-    )
 
 
 class GraphRuntime:
@@ -103,7 +96,7 @@ class GraphRuntime:
         plain config and no steps."""
         current: Checkpoint | None = checkpoint
         while current is not None and current.run_id == checkpoint.run_id:
-            data = current.extra.get(names.RUN_CONFIG)
+            data = current.extra.get(Extra.RUN_CONFIG)
             if isinstance(data, Mapping):
                 config = self._config(checkpoint.thread_id, checkpoint.run_id, data)
                 return config, current.checkpoint_id, checkpoint.step - current.step
@@ -139,23 +132,23 @@ class GraphRuntime:
         stored = self.saver.get_writes(checkpoint.thread_id, checkpoint.checkpoint_id)
         return {write.task_id: write.update for write in stored}
 
-    # -- markers --------------------------------------------------------------------------------
+    # -- marks --------------------------------------------------------------------------------
 
-    def mark(self, checkpoint: Checkpoint, marker: str, node: str, data: Mapping[str, Any]) -> bool:
+    def mark(self, checkpoint: Checkpoint, mark: str, node: str, data: Mapping[str, Any]) -> bool:
         stored = self.saver.put_writes(
-            checkpoint.thread_id, checkpoint.checkpoint_id, marker, node, dict(data)
+            checkpoint.thread_id, checkpoint.checkpoint_id, mark, node, dict(data)
         )
-        self.executor.notifier.publish(checkpoint.thread_id, final=marker in names.STOPS)
+        self.executor.notifier.publish(checkpoint.thread_id, final=mark in _loop.STOPS)
         return stored
 
-    def mark_interrupt(self, checkpoint: Checkpoint, interruption: InterruptionMetadata) -> None:
+    def mark_parked(self, checkpoint: Checkpoint, parking: Parking) -> None:
         """Park the run at ``checkpoint``; with an interrupt timeout, arm its deadline.
 
-        The marker goes first: if storing it fails, the stall timer is still there and the
+        The mark goes first: if storing it fails, the stall timer is still there and the
         reaper parks the run on its next pass.  Without a deadline the stall timer is left for
         the reaper to remove (compare-and-delete), so a resume that re-arms it meanwhile keeps it.
         """
-        metadata = dict(interruption.metadata)
+        metadata = dict(parking.metadata)
         timeout = metadata.get("timeout", self.executor.interrupt_timeout)
         now = datetime.now(UTC)
         due = None
@@ -164,11 +157,11 @@ class GraphRuntime:
             metadata["expires_at"] = due.isoformat()
         self.mark(
             checkpoint,
-            names.INTERRUPT,
-            interruption.node_id,
+            Mark.INTERRUPT,
+            parking.node_id,
             {
-                "node_id": interruption.node_id,
-                "reason": interruption.reason,
+                "node_id": parking.node_id,
+                "reason": parking.reason,
                 "metadata": metadata,
                 "parked_at": now.isoformat(),
             },
@@ -178,17 +171,9 @@ class GraphRuntime:
                 checkpoint.thread_id, checkpoint.run_id, self.graph_id, names.DEADLINE_TIMER, due
             )
 
-    def mark_error(self, checkpoint: Checkpoint, node: str, error: BaseException) -> None:
+    def mark_failed(self, checkpoint: Checkpoint, failure: Failure) -> None:
         """Stop the run at ``checkpoint`` as failed (its stall timer is left to the reaper)."""
-        error_type, message = type(error).__name__, str(error)
-        if isinstance(error, NodeError):  # (a route that failed) the client rebuilds the NodeError
-            node, error_type, message = error.node_id, error.error_type, error.error_message
-        self.mark(
-            checkpoint,
-            names.ERROR,
-            node,
-            {"node_id": node, "error_type": error_type, "message": message},
-        )
+        self.mark(checkpoint, Mark.ERROR, failure.node_id, failure.to_data())
 
     def stall_timer(self, checkpoint: Checkpoint) -> Timer:
         """The reaper's timer that watches ``checkpoint``'s run from now on."""
@@ -199,7 +184,7 @@ class GraphRuntime:
         """Store an invocation's first checkpoint together with its run's stall timer."""
         return self.saver.put_with_timer(checkpoint, self.stall_timer(checkpoint))
 
-    # -- dispatch -------------------------------------------------------------------------------
+    # -- carrying out the run loop's decisions ------------------------------------------------
 
     async def advance(
         self,
@@ -210,43 +195,31 @@ class GraphRuntime:
         *,
         announce: bool = False,
         timer_cleared: bool = False,
-    ) -> None:
-        """From a stored checkpoint: complete the run, park it, or send its tasks.
+    ) -> Decision:
+        """From a stored checkpoint: carry out the run loop's decision (complete, park, fail,
+        send the step's tasks) and return it.
 
         Followers of the thread are woken when the run stops here (completed, parked, failed);
         with ``announce`` (``checkpoint`` is a new step) also when its tasks are sent.  With
         ``timer_cleared`` the run's stall timer went with ``checkpoint`` already.
         """
-        engine = self.engine
-        while checkpoint.extra.get("edges_pending"):
-            checkpoint = await engine.pending_edges(checkpoint, config)
-            timer_cleared = False
-        if not checkpoint.tasks:
-            # completed: the client that waits for the run reads it (and releases the thread)
-            if not timer_cleared:
-                self.saver.clear_timer(checkpoint.thread_id, checkpoint.run_id)
-            self.executor.notifier.publish(checkpoint.thread_id, final=True)
-            return
-        interruption = await engine.interruption_before(checkpoint, config)
-        if interruption is not None:
-            self.mark_interrupt(checkpoint, interruption)
-            return
-        limit = config.recursion_limit or engine.config.recursion_limit
-        if steps_taken >= limit:
-            from langgraph_celery.errors import GraphRecursionError
-
-            self.mark_error(
-                checkpoint,
-                checkpoint.next[0],
-                GraphRecursionError(
-                    f"the run reached its recursion limit of {limit} supersteps without "
-                    f"completing (next: {', '.join(checkpoint.next)})"
-                ),
-            )
-            return
-        self.send(checkpoint, invocation, config, steps_taken)
-        if announce:
-            self.executor.notifier.publish(checkpoint.thread_id)
+        at, decision = await self.engine.next_decision(checkpoint, config, steps_taken)
+        if decision.action is Action.COMPLETE:
+            # the client that waits for the run reads it (and releases the thread)
+            if not timer_cleared or at is not checkpoint:
+                self.saver.clear_timer(at.thread_id, at.run_id)
+            self.executor.notifier.publish(at.thread_id, final=True)
+        elif decision.action is Action.PARK:
+            assert decision.parking is not None
+            self.mark_parked(at, decision.parking)
+        elif decision.action is Action.FAIL:
+            assert decision.failure is not None
+            self.mark_failed(at, decision.failure)
+        else:
+            self.send(at, invocation, config, steps_taken)
+            if announce:
+                self.executor.notifier.publish(at.thread_id)
+        return decision
 
     def send(
         self, checkpoint: Checkpoint, invocation: str, config: RunnableConfig, steps_taken: int
@@ -260,12 +233,12 @@ class GraphRuntime:
     def run_node(self, envelope: TaskEnvelope, retries: int, retry: Any) -> dict[str, Any]:
         """The body of a node task; ``retry(countdown, exc)`` asks Celery to retry it.
 
-        One read (the checkpoint, its writes, its parent's markers) and, for a step of one task,
+        One read (the checkpoint, its writes, its parent's marks) and, for a step of one task,
         one compare-and-set write: the update goes straight into the next checkpoint.  A step of
-        several tasks records each update as a pending write first.
+        several tasks records each update as a pending write first.  A node that fails for good
+        raises (after its failure is recorded), so Celery records the task as failed.
         """
-        saver = self.saver
-        view = saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
+        view = self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
         checkpoint = view.checkpoint
         if checkpoint is None:
             log.warning(
@@ -274,7 +247,7 @@ class GraphRuntime:
                 envelope.thread_id,
                 envelope.checkpoint_id,
             )
-            return {"status": "stale"}
+            return TaskResult(TaskStatus.STALE, envelope.node).to_data()
         task = next((t for t in checkpoint.tasks if t.id == envelope.task_id), None)
         if task is None or task.node != envelope.node:
             log.error(
@@ -284,50 +257,51 @@ class GraphRuntime:
                 envelope.task_id,
                 envelope.node,
             )
-            return {"status": "rejected"}
-        if cancelled_by_parent(view) and names.CANCEL not in view.writes:
+            return TaskResult(TaskStatus.REJECTED, envelope.node).to_data()
+        marks = StepMarks.of_view(view)
+        if (
+            marks.parent_cancelled
+            and not marks.cancelled
+            and checkpoint.kind in (CheckpointKind.LOOP, CheckpointKind.EDGES)
+        ):
             # cancelled while the previous step was finishing: the run stops here
-            self.mark(checkpoint, names.CANCEL, END, {})
-            return {"status": "cancelled", "node": task.node}
-        if view.step_committed:
-            return {"status": "duplicate", "node": task.node}  # a redelivery of a done step
-        writes = {task_id: write.update for task_id, write in view.writes.items()}
-        stopped = names.ERROR in writes or names.INTERRUPT in writes
-        if names.CANCEL in writes or (stopped and len(checkpoint.tasks) == 1):
-            return {"status": "stopped", "node": task.node}
+            self.mark(checkpoint, Mark.CANCEL, END, {})
+            return TaskResult(TaskStatus.CANCELLED, task.node).to_data()
+        if marks.step_committed:
+            return TaskResult(TaskStatus.DUPLICATE, task.node).to_data()  # a redelivery
+        if marks.cancelled or (marks.stopped and len(checkpoint.tasks) == 1):
+            return TaskResult(TaskStatus.STOPPED, task.node).to_data()
         # A sibling failed or was interrupted: this node still runs and records its update, as
         # every node of a step does in process, so that a resume finds the same writes.
         config = self.config_for(envelope)
-        return run_sync(
-            self._run_task(checkpoint, task, writes, stopped, envelope, config, retries, retry)
+        result = run_sync(
+            self._run_task(
+                checkpoint, task, marks, view.parent_markers, envelope, config, retries, retry
+            )
         )
+        return result.to_data()
 
     async def _run_task(
         self,
         checkpoint: Checkpoint,
         task: PendingTask,
-        writes: dict[str, Any],
-        stopped: bool,
+        marks: StepMarks,
+        parent_marks: Mapping[str, Any],
         envelope: TaskEnvelope,
         config: RunnableConfig,
         retries: int,
         retry: Any,
-    ) -> dict[str, Any]:
-        """Run the node (unless its update is in), record the update, finish the step if it
-        was the last: one pass on the event loop for the whole task."""
+    ) -> TaskResult:
+        """Run the node (unless its update is in), record the update, and carry out what the
+        run loop decides for the step: one pass on the event loop for the whole task."""
         saver = self.saver
-        if task.id not in writes:
+        if task.id not in marks.updates:
             try:
                 update = await self.engine.runner.run_task(task, checkpoint.values, config)
             except GraphInterrupt as interrupt:
-                state = self.engine.state(checkpoint.values)
-                self.mark_interrupt(
-                    checkpoint,
-                    InterruptionMetadata(
-                        task.node, state, interrupt.reason or None, interrupt.metadata
-                    ),
-                )
-                return {"status": "interrupted", "node": task.node}
+                parking = Parking(task.node, interrupt.reason or None, dict(interrupt.metadata))
+                self.mark_parked(checkpoint, parking)
+                return TaskResult(TaskStatus.INTERRUPTED, task.node)
             except Exception as error:
                 policy = self.policies.get(task.node)
                 attempt = retries + 1
@@ -338,52 +312,57 @@ class GraphRuntime:
                     and attempt < policy.max_attempts
                 ):
                     retry(policy.delay(attempt), error)
-                self.mark_error(checkpoint, task.node, error)
-                log.warning("node %r (task %r) failed: %r", task.node, task.id, error)
-                return {"status": "failed", "node": task.node, "error_type": type(error).__name__}
+                self.mark_failed(checkpoint, Failure.of_error(task.node, error))
+                if isinstance(error, GraphError):
+                    raise
+                raise NodeError(task.node, type(error).__name__, str(error)) from error
             if len(checkpoint.tasks) == 1:
-                writes[task.id] = update or {}
+                marks = dataclasses.replace(marks, updates={task.id: update or {}})
             else:
                 saver.put_writes(
                     checkpoint.thread_id, checkpoint.checkpoint_id, task.id, task.node, update or {}
                 )
-                writes = self.writes(checkpoint)
-        if stopped or not all(t.id in writes for t in checkpoint.tasks):
-            return {"status": "stopped" if stopped else "written", "node": task.node}
+                writes = saver.get_writes(checkpoint.thread_id, checkpoint.checkpoint_id)
+                marks = StepMarks.of(writes, parent_marks)
+        decision = _loop.decide_step(checkpoint.tasks, marks)
+        if decision.action is Action.WAIT:
+            return TaskResult(TaskStatus.WRITTEN, task.node)
+        if decision.action is not Action.COMMIT:
+            return TaskResult(TaskStatus.STOPPED, task.node)
         # The task's result, stored once this returns, wakes the run's followers when the
         # backend publishes it; else the worker publishes a wake-up for the step.
         announce = not self.executor.notifier.steps_published_by_backend
-        return await self._finish_step(checkpoint, writes, envelope, config, announce)
+        return await self._commit(checkpoint, marks.updates, envelope, config, announce)
 
-    def finish_step(
+    def commit(
         self,
         checkpoint: Checkpoint,
         writes: Mapping[str, Mapping[str, Any]],
         envelope: TaskEnvelope,
         config: RunnableConfig,
-    ) -> dict[str, Any]:
+    ) -> TaskResult:
         """Store the next checkpoint from every update of ``checkpoint``'s step, and go on."""
-        return run_sync(self._finish_step(checkpoint, writes, envelope, config, announce=True))
+        return run_sync(self._commit(checkpoint, writes, envelope, config, announce=True))
 
-    async def _finish_step(
+    async def _commit(
         self,
         checkpoint: Checkpoint,
         writes: Mapping[str, Mapping[str, Any]],
         envelope: TaskEnvelope,
         config: RunnableConfig,
         announce: bool,
-    ) -> dict[str, Any]:
+    ) -> TaskResult:
         saver = self.saver
 
         def store(new: Checkpoint) -> Checkpoint:
-            if has_pending(new):
+            if _loop.has_pending(new):
                 return saver.put(new)
             return saver.put_with_timer(new, None)  # the run's last: its stall timer goes too
 
         try:
             result = await self.engine.finish(checkpoint, writes, config, store)
         except CheckpointConflictError:
-            return {"status": "merged-elsewhere"}
+            return TaskResult(TaskStatus.MERGED_ELSEWHERE)
         except GraphError as error:
             # Every node ran: keep their updates (a step of one task has not recorded its
             # update yet), as the in-process executor does, so that a resume merges them again.
@@ -396,34 +375,37 @@ class GraphRuntime:
                     only.node,
                     dict(writes.get(only.id) or {}),
                 )
-            self.mark_error(checkpoint, checkpoint.next[-1], error)
-            return {"status": "failed", "error_type": type(error).__name__}
+            self.mark_failed(checkpoint, Failure.of_error(checkpoint.next[-1], error))
+            raise
         new = result.checkpoint
-        # (each way on wakes the thread's followers once: a marker, the completion, the send)
+        # (each way on wakes the thread's followers once: a mark, the completion, the send)
         if result.interruption is not None:
-            self.mark_interrupt(new, result.interruption)
+            interruption = result.interruption
+            self.mark_parked(
+                new,
+                Parking(interruption.node_id, interruption.reason, dict(interruption.metadata)),
+            )
         else:
-            try:
-                await self.advance(
-                    new,
-                    envelope.invocation,
-                    config,
-                    envelope.steps_taken + 1,
-                    announce=announce,
-                    timer_cleared=not has_pending(new),
-                )
-            except GraphError as error:
-                self.mark_error(new, new.next[0] if new.next else "__END__", error)
-        return {
-            "status": "merged",
-            "checkpoint_id": new.checkpoint_id,
-            "step": new.step,
-            "next": list(new.next),
-            "state": self.serializer.to_jsonable(new.values),
-        }
+            decision = await self.advance(
+                new,
+                envelope.invocation,
+                config,
+                envelope.steps_taken + 1,
+                announce=announce,
+                timer_cleared=not _loop.has_pending(new),
+            )
+            if decision.error is not None:
+                raise decision.error  # the run failed on its way to the next step
+        return TaskResult(
+            TaskStatus.MERGED,
+            checkpoint_id=new.checkpoint_id,
+            step=new.step,
+            next=new.next,
+            state=self.serializer.to_jsonable(new.values),
+        )
 
     def resume(self, envelope: TaskEnvelope) -> dict[str, Any]:
-        """The body of the resume task: dispatch the resumed checkpoint's pending work."""
+        """The body of the resume task: carry out the resumed checkpoint's next decision."""
         view = self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
         checkpoint = view.checkpoint
         if checkpoint is None:
@@ -432,23 +414,23 @@ class GraphRuntime:
                 envelope.thread_id,
                 envelope.checkpoint_id,
             )
-            return {"status": "rejected"}
-        stopped = sorted((names.MARKERS - {names.CLAIM}) & view.writes.keys())
-        if checkpoint.kind is not CheckpointKind.RESUME or stopped or view.step_committed:
+            return TaskResult(TaskStatus.REJECTED).to_data()
+        marks = StepMarks.of_view(view)
+        if checkpoint.kind is not CheckpointKind.RESUME or marks.stopped or marks.step_committed:
             # Only the checkpoint a client's resume stored is dispatched from here: a message
             # naming a parked, failed or cancelled checkpoint, or a step of a run, never moves it.
             log.error(
-                "rejected resume: checkpoint %s of thread %r is not a pending resume (source %r%s)",
+                "rejected resume: checkpoint %s of thread %r is not a pending resume (kind %r%s)",
                 envelope.checkpoint_id,
                 envelope.thread_id,
                 checkpoint.kind.value,
-                f", marked {', '.join(stopped)}" if stopped else "",
+                ", stopped" if marks.stopped else "",
             )
-            return {"status": "rejected"}
+            return TaskResult(TaskStatus.REJECTED).to_data()
         config = self.config_for(envelope)
-        try:
-            run_sync(self.advance(checkpoint, envelope.invocation, config, envelope.steps_taken))
-        except GraphError as error:
-            self.mark_error(checkpoint, checkpoint.next[0] if checkpoint.next else "__END__", error)
-            return {"status": "failed", "error_type": type(error).__name__}
-        return {"status": "dispatched", "checkpoint_id": checkpoint.checkpoint_id}
+        decision = run_sync(
+            self.advance(checkpoint, envelope.invocation, config, envelope.steps_taken)
+        )
+        if decision.error is not None:
+            raise decision.error
+        return TaskResult(TaskStatus.DISPATCHED, checkpoint_id=checkpoint.checkpoint_id).to_data()

@@ -1,0 +1,371 @@
+"""The run loop's decisions, as pure functions of stored data.
+
+Every executor moves a run the same way: from a stored checkpoint it asks :func:`decide_next`
+what to do (evaluate edges left for a resume, complete, park before a node, fail on the
+recursion limit, or dispatch the step's tasks); once the step's tasks have reported, it asks
+:func:`decide_step` whether to wait, park, fail or commit the next checkpoint; and anyone who
+watches a run reads its :class:`RunStatus` from :func:`status_of`.  The in-process executor
+(``graph/_local.py``), the Celery node and resume tasks (``worker/runtime.py``), the client
+(``worker/client.py``) and the beat reaper (``beat/reaper.py``) only carry decisions out, so a
+rule they must agree on is written here once.
+
+Nothing here performs I/O, awaits, calls user code or imports an executor.  Calling user code
+(routes, ``InterruptibleAction``) and storing are the engine's (``graph/_engine.py``).
+
+The names of the bookkeeping a checkpoint carries in ``extra``, and of the *marks* a run leaves
+on a checkpoint (pending writes under reserved task ids), are defined here too.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from langgraph_celery.checkpoint.base import (
+    Checkpoint,
+    CheckpointKind,
+    CheckpointView,
+    PendingTask,
+    PendingWrite,
+)
+from langgraph_celery.errors import GraphError, GraphRecursionError, NodeError
+
+__all__ = [
+    "Action",
+    "Decision",
+    "Extra",
+    "Failure",
+    "Mark",
+    "Parking",
+    "RunStatus",
+    "Status",
+    "StepMarks",
+    "carried_writes",
+    "decide_next",
+    "decide_step",
+    "fail",
+    "has_pending",
+    "is_continued",
+    "is_resumed",
+    "recursion_error",
+    "status_of",
+]
+
+
+class Extra:
+    """Keys of a checkpoint's ``extra``: the run loop's bookkeeping, stored with the checkpoint
+    (plain strings: they are stored as JSON object keys)."""
+
+    #: join barriers: for each ``add_edge([a, b], c)``, the sources that ran so far
+    BARRIERS: Final = "barriers"
+    #: nodes whose edges are left for the resume (``interrupt_before_edge``)
+    EDGES_PENDING: Final = "edges_pending"
+    #: the checkpoint continues a parked run: its tasks run without stopping again
+    RESUMED: Final = "resumed"
+    #: an ``interrupt_after`` stopped a run whose edges led to END: a resume completes it
+    COMPLETION_PENDING: Final = "completion_pending"
+    #: (Celery) what an invocation was started with (recursion limit, metadata), recorded in
+    #: its first checkpoint, so a re-dispatched run keeps them
+    RUN_CONFIG: Final = "celery_run_config"
+
+
+class Mark:
+    """What a run leaves on a checkpoint besides node updates, as pending writes under these
+    reserved task ids (the first write of each wins; plain strings, as the store keeps them)."""
+
+    #: the run is parked here (the interruption: node, reason, metadata, deadline)
+    INTERRUPT: Final = "__interrupt__"
+    #: a node (or the step as a whole) failed for good here (node, error type, message)
+    ERROR: Final = "__error__"
+    #: a transition out of this checkpoint (a new run, a resume, an update, a fork) is taken
+    CLAIM: Final = "__claim__"
+    #: the run was cancelled here
+    CANCEL: Final = "__cancel__"
+
+
+#: The marks that stop a run.
+STOPS = frozenset({Mark.INTERRUPT, Mark.ERROR, Mark.CANCEL})
+_MARK_IDS = frozenset({Mark.INTERRUPT, Mark.ERROR, Mark.CLAIM, Mark.CANCEL})
+
+
+class RunStatus(enum.StrEnum):
+    """Where a run stands."""
+
+    RUNNING = "running"
+    PARKED = "parked"
+    FAILED = "failed"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class Parking:
+    """A parked run's interruption, as a mark stores it."""
+
+    node_id: str
+    reason: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Parking:
+        return cls(str(data.get("node_id")), data.get("reason"), dict(data.get("metadata") or {}))
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A node's (or a step's) failure for good, as a mark stores it."""
+
+    node_id: str
+    error_type: str
+    message: str
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Failure:
+        return cls(
+            str(data.get("node_id", "?")),
+            str(data.get("error_type", "Exception")),
+            str(data.get("message", "")),
+        )
+
+    @classmethod
+    def of_error(cls, node_id: str, error: BaseException) -> Failure:
+        """``error`` raised by ``node_id`` (or by its step); a :class:`NodeError` (a route's
+        failure) names its own node and original error."""
+        if isinstance(error, NodeError):
+            return cls(error.node_id, error.error_type, error.error_message)
+        return cls(node_id, type(error).__name__, str(error))
+
+    def to_data(self) -> dict[str, Any]:
+        return {"node_id": self.node_id, "error_type": self.error_type, "message": self.message}
+
+
+@dataclass(frozen=True)
+class StepMarks:
+    """What is recorded on one checkpoint: node updates by task id and the run's marks."""
+
+    updates: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    parking: Parking | None = None
+    failure: Failure | None = None
+    cancelled: bool = False
+    claimed: bool = False
+    #: the checkpoint's parent was marked cancelled (the step that stored it was finishing)
+    parent_cancelled: bool = False
+    #: the same run already stored the next step (this one is done)
+    step_committed: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        writes: Iterable[PendingWrite],
+        parent_marks: Iterable[str] = (),
+        step_committed: bool = False,
+    ) -> StepMarks:
+        updates: dict[str, Mapping[str, Any]] = {}
+        parking = failure = None
+        cancelled = claimed = False
+        for write in writes:
+            if write.task_id == Mark.INTERRUPT:
+                parking = Parking.from_data(write.update)
+            elif write.task_id == Mark.ERROR:
+                failure = Failure.from_data(write.update)
+            elif write.task_id == Mark.CANCEL:
+                cancelled = True
+            elif write.task_id == Mark.CLAIM:
+                claimed = True
+            else:
+                updates[write.task_id] = write.update
+        return cls(
+            updates,
+            parking,
+            failure,
+            cancelled,
+            claimed,
+            Mark.CANCEL in set(parent_marks),
+            step_committed,
+        )
+
+    @classmethod
+    def of_view(cls, view: CheckpointView) -> StepMarks:
+        return cls.of(view.writes.values(), view.parent_markers, view.step_committed)
+
+    @property
+    def stopped(self) -> bool:
+        """A node of this step parked or failed the run (or the run was cancelled here)."""
+        return self.parking is not None or self.failure is not None or self.cancelled
+
+
+def has_pending(checkpoint: Checkpoint | None) -> bool:
+    """Whether a run continues from ``checkpoint`` (tasks, edges or a completion are left)."""
+    return checkpoint is not None and bool(
+        checkpoint.tasks
+        or checkpoint.extra.get(Extra.EDGES_PENDING)
+        or checkpoint.extra.get(Extra.COMPLETION_PENDING)
+    )
+
+
+def is_continued(checkpoint: Checkpoint) -> bool:
+    """Whether ``checkpoint`` continues a stopped step (a resume or fork of it), so that the
+    updates its tasks recorded before stopping are carried on it."""
+    return checkpoint.kind in (CheckpointKind.RESUME, CheckpointKind.FORK)
+
+
+def is_resumed(checkpoint: Checkpoint) -> bool:
+    """Whether ``checkpoint``'s tasks run without stopping before them again (a resume)."""
+    return bool(checkpoint.extra.get(Extra.RESUMED))
+
+
+@dataclass(frozen=True)
+class Status:
+    """A run's status at a checkpoint, with the parking or failure that explains it."""
+
+    status: RunStatus
+    checkpoint: Checkpoint | None
+    parking: Parking | None = None
+    failure: Failure | None = None
+
+    @property
+    def terminal(self) -> bool:
+        """The run is not running: nothing will move it without a request."""
+        return self.status is not RunStatus.RUNNING
+
+
+def status_of(checkpoint: Checkpoint | None, marks: StepMarks) -> Status:
+    """Where the run at ``checkpoint`` (the thread's latest, or its run's latest) stands.
+
+    A cancel outranks everything; an interruption outranks a sibling's failure (as in process,
+    where the parked step keeps the failed sibling's turn for the resume).
+    """
+    if checkpoint is None:
+        return Status(RunStatus.COMPLETED, None)
+    if marks.cancelled:
+        return Status(RunStatus.CANCELLED, checkpoint)
+    if marks.parking is not None:
+        return Status(RunStatus.PARKED, checkpoint, parking=marks.parking)
+    if marks.failure is not None:
+        return Status(RunStatus.FAILED, checkpoint, failure=marks.failure)
+    if not has_pending(checkpoint):
+        # (an interrupt_after's step whose edges led to END has COMPLETION_PENDING instead)
+        return Status(RunStatus.COMPLETED, checkpoint)
+    if marks.parent_cancelled and checkpoint.kind in (CheckpointKind.LOOP, CheckpointKind.EDGES):
+        # stored by a step that finished while its run was being cancelled
+        return Status(RunStatus.CANCELLED, checkpoint)
+    if checkpoint.kind is CheckpointKind.UPDATE:
+        # stored by update_state: nothing was dispatched from it, the run waits for a resume
+        node = checkpoint.next[0] if checkpoint.next else (checkpoint.node or "")
+        return Status(RunStatus.PARKED, checkpoint, parking=Parking(node))
+    return Status(RunStatus.RUNNING, checkpoint)
+
+
+class Action(enum.StrEnum):
+    """What the executor does next."""
+
+    #: (from a checkpoint) evaluate the edges a resume left pending, store, decide again
+    EDGES = "edges"
+    #: (from a checkpoint) the run is complete
+    COMPLETE = "complete"
+    #: park the run (before a node, or a node asked to stop)
+    PARK = "park"
+    #: fail the run (recursion limit, or a node failed for good)
+    FAIL = "fail"
+    #: (from a checkpoint) run ``tasks``
+    DISPATCH = "dispatch"
+    #: (after tasks reported) some tasks of the step have not reported yet
+    WAIT = "wait"
+    #: (after tasks reported) every task wrote: merge, route and store the next checkpoint
+    COMMIT = "commit"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision of the run loop.
+
+    ``tasks`` for DISPATCH (``ask`` lists their nodes whose ``InterruptibleAction`` the executor
+    must ask first); ``node`` for PARK (before it, or where a node stopped) and FAIL;
+    ``parking``/``error`` what to record.
+    """
+
+    action: Action
+    tasks: tuple[PendingTask, ...] = ()
+    ask: tuple[str, ...] = ()
+    node: str | None = None
+    parking: Parking | None = None
+    error: GraphError | None = None
+    failure: Failure | None = None
+
+
+def recursion_error(limit: int, next_nodes: Sequence[str]) -> GraphRecursionError:
+    return GraphRecursionError(
+        f"the run reached its recursion limit of {limit} supersteps without completing "
+        f"(next: {', '.join(next_nodes)}); raise recursion_limit in RunnableConfig or "
+        "CompileConfig if the graph really needs more"
+    )
+
+
+def fail(node_id: str, error: GraphError) -> Decision:
+    """The decision to fail the run with ``error``, raised at ``node_id`` (or its step)."""
+    failure = Failure.of_error(node_id, error)
+    return Decision(Action.FAIL, node=failure.node_id, error=error, failure=failure)
+
+
+def decide_next(
+    checkpoint: Checkpoint,
+    *,
+    steps_taken: int,
+    limit: int,
+    interrupt_before: Iterable[str],
+    interruptible: Iterable[str] = (),
+) -> Decision:
+    """What to do from a stored ``checkpoint`` whose step has not run.
+
+    ``steps_taken`` is how many supersteps this invocation has run; ``interruptible`` the
+    graph's nodes whose actions implement ``InterruptibleAction``.  A resumed checkpoint's
+    tasks run without stopping before them again.
+    """
+    if checkpoint.extra.get(Extra.EDGES_PENDING):
+        return Decision(Action.EDGES)
+    if not checkpoint.tasks:
+        return Decision(Action.COMPLETE)
+    resumed = is_resumed(checkpoint)
+    if not resumed:
+        stops = set(interrupt_before)
+        for task in checkpoint.tasks:
+            if task.node in stops:
+                return Decision(Action.PARK, node=task.node, parking=Parking(task.node))
+    if steps_taken >= limit:
+        return fail(checkpoint.next[0], recursion_error(limit, checkpoint.next))
+    ask: tuple[str, ...] = ()
+    if not resumed:
+        asking = set(interruptible)
+        ask = tuple(dict.fromkeys(t.node for t in checkpoint.tasks if t.node in asking))
+    return Decision(Action.DISPATCH, tasks=checkpoint.tasks, ask=ask)
+
+
+def decide_step(tasks: Sequence[PendingTask], marks: StepMarks) -> Decision:
+    """What to do once tasks of a step have reported (their updates and marks in ``marks``).
+
+    An interruption outranks a failure; a stopped step keeps the updates of the tasks that
+    succeeded (they stay recorded on its checkpoint, and a resume carries them over).
+    """
+    if marks.parking is not None:
+        return Decision(Action.PARK, node=marks.parking.node_id, parking=marks.parking)
+    if marks.failure is not None:
+        return Decision(Action.FAIL, node=marks.failure.node_id, failure=marks.failure)
+    if all(task.id in marks.updates for task in tasks):
+        return Decision(Action.COMMIT)
+    return Decision(Action.WAIT)
+
+
+def carried_writes(writes: Iterable[PendingWrite]) -> list[PendingWrite]:
+    """The writes of a checkpoint that a resume or fork from it carries over: node updates, not
+    marks (they belong to the old checkpoint)."""
+    return [write for write in writes if write.task_id not in _MARK_IDS]
+
+
+def same_run(base: Checkpoint, latest: Checkpoint | None, checkpoint_id: str | None) -> bool:
+    """Whether a transition out of ``base`` continues its run: yes when ``base`` is the
+    thread's latest (a resume, an update); a fork of an older checkpoint starts a new run."""
+    if checkpoint_id is None:
+        return True
+    return latest is not None and latest.checkpoint_id == base.checkpoint_id

@@ -1,0 +1,102 @@
+"""The run loop on Celery workers: every state change of a thread goes through the executor and
+is refused while a run of the thread is running (no node's update is lost or overwritten), and a
+node that fails for good is a failed Celery task."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from celery_support import CeleryStack, wait_until
+from langgraph_celery import GraphInput, GraphStateError, NodeError, RunnableConfig
+from langgraph_celery.worker.names import celery_task_id
+
+
+def started(redis_client: Any, thread: str, node: str) -> int:
+    return int(redis_client.get(f"started:{thread}:{node}") or 0)
+
+
+def test_update_state_and_fork_while_a_node_runs_are_refused_and_nothing_is_lost(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    graph = celery_stack.graph("slow")
+    config = RunnableConfig(thread_id=thread)
+    handle = graph.start({"thread": thread, "sleep": 1.5}, config)
+    first = graph.get_state_history(config)[-1].config
+    assert wait_until(lambda: started(redis_client, thread, "a") == 1, 10, 0.01, "node a to start")
+
+    with pytest.raises(GraphStateError, match="busy"):
+        graph.update_state(config, {"log": ["edited"]})
+    with pytest.raises(GraphStateError, match="busy"):
+        graph.update_state(config, {"log": ["edited"]}, as_node="a")
+    with pytest.raises(GraphStateError, match="busy"):
+        graph.invoke(None, first)  # a fork of the run's first checkpoint
+
+    result = handle.wait(timeout=30)
+    assert result.as_state_data()["log"] == ["a", "b", "c"]  # every node's update, once
+    history = graph.get_state_history(config)
+    assert [s.node_id for s in history] == ["c", "b", "a", "__START__"]
+    assert all("edited" not in s.state.data["log"] for s in history)
+    assert handle.status() == "completed"
+
+    # once the run has ended, the thread takes updates again
+    updated = graph.update_state(config, {"log": ["edited"]})
+    assert graph.get_state(updated).state.data["log"] == ["a", "b", "c", "edited"]
+
+
+def test_update_state_of_a_parked_thread_is_what_the_resume_continues(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    graph = celery_stack.graph("gate")
+    config = RunnableConfig(thread_id=thread)
+    interruption = graph.invoke_final({"topic": "t"}, config)
+    assert interruption is not None and interruption.node_id == "gate"
+
+    # a parked thread takes an update (it claims the parked checkpoint, as a resume would);
+    # the update is what the resume continues
+    updated = graph.update_state(config, {"approved": True})
+    assert graph.get_state(config).config.checkpoint_id == updated.checkpoint_id
+    state = graph.invoke(GraphInput.resume(), config)
+    assert state.data["approved"] is True
+    assert state.data["log"] == ["a", "gate", "b"]
+
+
+def test_a_node_that_fails_for_good_is_a_failed_celery_task_with_its_traceback(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    graph = celery_stack.graph("flaky")
+    config = RunnableConfig(thread_id=thread)
+    with pytest.raises(NodeError, match="attempt 3 failed"):
+        graph.invoke({"thread": thread, "fail_times": 100}, config)
+
+    failed = celery_stack.saver.get(thread)
+    assert failed is not None and failed.next == ("flaky",)
+    task_id = celery_task_id(failed.run_id, failed.checkpoint_id, "flaky")
+    result = celery_stack.app.AsyncResult(task_id)
+    assert wait_until(lambda: result.state == "FAILURE", 10, 0.02, "the task's FAILURE")
+    assert isinstance(result.result, NodeError)
+    assert (result.result.node_id, result.result.error_type) == ("flaky", "Transient")
+    logs = celery_stack.worker_logs()
+    assert f"[{task_id}] raised unexpected: NodeError" in logs, logs[-3000:]
+    # the node's own traceback: its frame and its exception, as the cause of the NodeError
+    assert "in flaky_node" in logs and "Transient: attempt 3 failed" in logs, logs[-3000:]
+
+    # the run stays resumable: fixed, the failed step runs again and the run completes
+    redis_client.set(f"fixed:{thread}", 1)
+    state = graph.invoke(GraphInput.resume(), config)
+    assert state.data["log"] == ["a", "flaky", "b"]
+
+
+def test_an_interruption_is_not_a_failure(celery_stack: CeleryStack, thread: str) -> None:
+    graph = celery_stack.graph("gate")
+    config = RunnableConfig(thread_id=thread)
+    stream = graph.stream({"topic": "t"}, config)
+    list(stream)
+    assert stream.result.is_interruption_metadata()
+    checkpoint = celery_stack.saver.get(thread)
+    assert checkpoint is not None and checkpoint.next == ("gate",)
+    task_id = celery_task_id(checkpoint.run_id, checkpoint.checkpoint_id, "gate")
+    result = celery_stack.app.AsyncResult(task_id)
+    assert wait_until(lambda: result.state == "SUCCESS", 10, 0.02, "the gate task's result")
+    assert result.result["status"] == "interrupted"
