@@ -9,7 +9,7 @@ import os
 import shlex
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from typing import IO, TYPE_CHECKING, Any
 
@@ -74,9 +74,10 @@ def snapshot_json(snapshot: StateSnapshot, thread_id: str) -> dict[str, Any]:
 
 
 class _WaitHint:
-    """Prints a hint on stderr when a run on external workers shows no progress for a while."""
+    """Prints a hint on stderr when a run on external workers shows no progress for a while:
+    ``message()`` is asked then (it may ask the workers)."""
 
-    def __init__(self, message: str | None, after: float = WAIT_HINT_AFTER) -> None:
+    def __init__(self, message: Callable[[], str] | None, after: float = WAIT_HINT_AFTER) -> None:
         self.message, self.after = message, after
         self._timer: threading.Timer | None = None
 
@@ -88,7 +89,9 @@ class _WaitHint:
             self._timer.start()
 
     def _say(self) -> None:
-        print(f"(no progress for {self.after:.0f} s) {self.message}", file=sys.stderr, flush=True)
+        assert self.message is not None
+        text = self.message()
+        print(f"(no progress for {self.after:.0f} s) {text}", file=sys.stderr, flush=True)
 
     def cancel(self) -> None:
         if self._timer is not None:
@@ -140,11 +143,15 @@ def follow(
     # If the worker thread dies, the run cannot progress: wake this thread up to say so.
     worker = embedded_worker_for(graph, on_crash=_thread.interrupt_main)
     on_celery = getattr(graph.config.executor, "app", None) is not None
-    hint = _WaitHint(
-        f"is a worker running? start one with: {worker_command(target.partition(':')[0])}"
-        if on_celery and worker is None
-        else None
-    )
+
+    def why_waiting() -> str:
+        source = graph._source
+        saver = graph.checkpoint_saver
+        latest = saver.get(thread_id) if saver is not None and thread_id else None
+        why = source.why_waiting(latest) if hasattr(source, "why_waiting") else ""
+        return f"{why}; a worker for it: {worker_command(target.partition(':')[0])}"
+
+    hint = _WaitHint(why_waiting if on_celery and worker is None else None)
     try:
         with worker or nullcontext():
             stream: GraphStream = graph.stream(graph_input, config)

@@ -9,7 +9,17 @@ from typing import Any
 import pytest
 
 from celery_support import CeleryStack, wait_until
-from langgraph_celery import GraphInput, GraphStateError, NodeError, RunnableConfig
+from langgraph_celery import (
+    END,
+    START,
+    CompileConfig,
+    GraphInput,
+    GraphStateError,
+    NodeError,
+    RunnableConfig,
+    StateGraph,
+)
+from langgraph_celery.celery import RunHandle
 from langgraph_celery.worker.names import celery_task_id
 
 
@@ -100,3 +110,38 @@ def test_an_interruption_is_not_a_failure(celery_stack: CeleryStack, thread: str
     result = celery_stack.app.AsyncResult(task_id)
     assert wait_until(lambda: result.state == "SUCCESS", 10, 0.02, "the gate task's result")
     assert result.result["status"] == "interrupted"
+
+
+def test_a_run_no_worker_serves_times_out_naming_the_run_and_stays_queued(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    """A graph compiled in this process only: the live workers have not registered its tasks,
+    and the client says so (not "is a worker running?" while some are)."""
+    graph = (
+        StateGraph()
+        .add_node("lonely", lambda state: {"done": True})
+        .add_edge(START, "lonely")
+        .add_edge("lonely", END)
+        .compile(
+            CompileConfig(
+                checkpoint_saver=celery_stack.saver,
+                executor=celery_stack.executor,
+                graph_id="served-by-nobody",
+            )
+        )
+    )
+    config = RunnableConfig(thread_id=thread)
+    with pytest.raises(TimeoutError) as caught:
+        graph.invoke({"x": 1}, config, timeout=0.5)
+    message = str(caught.value)
+    run_id = celery_stack.saver.get(thread).run_id
+    assert f"run {run_id}" in message
+    assert "none has registered graph 'served-by-nobody'" in message, message
+    assert "live worker(s) answered" in message
+    # the run is not lost: it stays queued, and a handle on it times out the same way
+    handle = RunHandle.from_run_id(graph, run_id)
+    assert handle.status() == "running"
+    with pytest.raises(TimeoutError, match=f"run {run_id}"):
+        handle.wait(timeout=0.3)
+    assert handle.cancel() is True
+    assert handle.status() == "cancelled"

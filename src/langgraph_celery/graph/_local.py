@@ -5,6 +5,7 @@ nodes) or in threads (plain nodes), and carries out the run loop's decisions
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -107,15 +108,32 @@ def _raise_failure(step: _Step) -> None:
 
 
 async def run_local(
-    engine: Engine, graph_input: GraphInput, config: RunnableConfig, outcome: Outcome
+    engine: Engine,
+    graph_input: GraphInput,
+    config: RunnableConfig,
+    outcome: Outcome,
+    timeout: float | None = None,
 ) -> AsyncIterator[NodeOutput]:
-    """Run (or resume) one invocation in this process, yielding outputs as steps finish."""
+    """Run (or resume) one invocation in this process, yielding outputs as steps finish; past
+    ``timeout`` seconds it stops between two steps with :class:`TimeoutError`."""
+    deadline = None if timeout is None else time.monotonic() + timeout
     checkpoint, start = await engine.begin(graph_input, config)
     config = config._for_runtime(graph_id=engine.graph_id, run_id=checkpoint.run_id)
     if start is not None:
         yield start
     steps = 0
     while True:
+        if deadline is not None and time.monotonic() > deadline and _loop.has_pending(checkpoint):
+            kept = (
+                "with its checkpoints stored: invoke GraphInput.resume() on the thread to "
+                "continue it"
+                if engine.saver is not None
+                else "(without a checkpoint saver nothing of it is kept)"
+            )
+            raise TimeoutError(
+                f"run {checkpoint.run_id} has not stopped after {timeout:g} s; it stopped "
+                f"before its next step (next: {', '.join(checkpoint.next) or 'its edges'}) {kept}"
+            )
         checkpoint, decision = await engine.next_decision(checkpoint, config, steps)
         if decision.action is Action.COMPLETE:
             end, outcome.value = engine.complete(checkpoint, config)

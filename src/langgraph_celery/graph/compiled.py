@@ -37,9 +37,11 @@ class _RunSource(Protocol):
         config: RunnableConfig,
         outcome: Outcome,
         steps: bool = True,
+        timeout: float | None = None,
     ) -> AsyncIterator[NodeOutput]:
         """The run's outputs; without ``steps`` the caller only wants where it stops, and a
-        source may leave out the outputs of the steps in between."""
+        source may leave out the outputs of the steps in between.  Past ``timeout`` seconds
+        the iteration raises :class:`TimeoutError` naming the run (the run is not lost)."""
         ...
 
     async def update_state(
@@ -60,8 +62,9 @@ class _LocalSource:
         config: RunnableConfig,
         outcome: Outcome,
         steps: bool = True,
+        timeout: float | None = None,
     ) -> AsyncIterator[NodeOutput]:
-        return run_local(self.engine, graph_input, config, outcome)
+        return run_local(self.engine, graph_input, config, outcome, timeout)
 
     async def update_state(
         self, config: RunnableConfig, values: Mapping[str, Any] | None, as_node: str | None
@@ -160,22 +163,43 @@ class CompiledGraph:
     # -- running ------------------------------------------------------------------------------
 
     def _start(
-        self, input: InputLike, config: RunnableConfig | None, steps: bool = True
+        self,
+        input: InputLike,
+        config: RunnableConfig | None,
+        steps: bool = True,
+        timeout: float | None = None,
     ) -> GraphStream:
         config = config if config is not None else RunnableConfig()
         if not isinstance(config, RunnableConfig):
             raise TypeError(f"config must be a RunnableConfig, got {type(config).__name__}")
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be positive seconds (or None), got {timeout!r}")
         outcome = Outcome()
-        source = self._source.astream(GraphInput.of(input), config, outcome, steps)
+        source = self._source.astream(GraphInput.of(input), config, outcome, steps, timeout)
         return GraphStream(source, outcome)
 
-    def stream(self, input: InputLike = None, config: RunnableConfig | None = None) -> GraphStream:
-        """Run and yield a :class:`NodeOutput` for START, each executed node and END."""
-        return self._start(input, config)
+    def stream(
+        self,
+        input: InputLike = None,
+        config: RunnableConfig | None = None,
+        timeout: float | None = None,
+    ) -> GraphStream:
+        """Run and yield a :class:`NodeOutput` for START, each executed node and END.
 
-    def astream(self, input: InputLike = None, config: RunnableConfig | None = None) -> GraphStream:
+        Past ``timeout`` seconds iterating raises :class:`TimeoutError` naming the run; on
+        Celery the run goes on (wait for it with a ``RunHandle``), in process it stops after
+        its current step with its checkpoints stored (``GraphInput.resume()`` continues it).
+        """
+        return self._start(input, config, timeout=timeout)
+
+    def astream(
+        self,
+        input: InputLike = None,
+        config: RunnableConfig | None = None,
+        timeout: float | None = None,
+    ) -> GraphStream:
         """``stream`` for ``async for``."""
-        return self._start(input, config)
+        return self._start(input, config, timeout=timeout)
 
     def start(self, input: InputLike = None, config: RunnableConfig | None = None) -> Any:
         """Start a run on the graph's executor and return a ``RunHandle`` at once."""
@@ -187,32 +211,41 @@ class CompiledGraph:
             )
         return start(GraphInput.of(input), config if config is not None else RunnableConfig())
 
-    def invoke(self, input: InputLike = None, config: RunnableConfig | None = None) -> AgentState:
-        """Run to completion or interruption; the state at which the run stopped."""
-        return _sync.run_sync(self.ainvoke(input, config))
+    def invoke(
+        self,
+        input: InputLike = None,
+        config: RunnableConfig | None = None,
+        timeout: float | None = None,
+    ) -> AgentState:
+        """Run to completion or interruption; the state at which the run stopped
+        (``timeout`` as for :meth:`stream`)."""
+        return _sync.run_sync(self.ainvoke(input, config, timeout))
 
     async def ainvoke(
         self,
         input: InputLike = None,
         config: RunnableConfig | None = None,
+        timeout: float | None = None,
     ) -> AgentState:
-        last = await self.ainvoke_final(input, config)
+        last = await self.ainvoke_final(input, config, timeout)
         return last.state if last is not None else self.spec.state_factory({})
 
     def invoke_final(
         self,
         input: InputLike = None,
         config: RunnableConfig | None = None,
+        timeout: float | None = None,
     ) -> NodeOutput | None:
         """Run to completion or interruption; the last :class:`NodeOutput`."""
-        return _sync.run_sync(self.ainvoke_final(input, config))
+        return _sync.run_sync(self.ainvoke_final(input, config, timeout))
 
     async def ainvoke_final(
         self,
         input: InputLike = None,
         config: RunnableConfig | None = None,
+        timeout: float | None = None,
     ) -> NodeOutput | None:
-        stream = self._start(input, config, steps=False)
+        stream = self._start(input, config, steps=False, timeout=timeout)
         last: NodeOutput | None = None
         async for output in stream:
             last = output

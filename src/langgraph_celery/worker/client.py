@@ -23,6 +23,7 @@ from langgraph_celery.graph._loop import Extra, Failure, Mark, RunStatus, Status
 from langgraph_celery.graph._sync import SHARED_POOL
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import END, START, GraphInput, NodeOutput
+from langgraph_celery.worker import names
 from langgraph_celery.worker.runtime import jsonable_config
 
 if TYPE_CHECKING:
@@ -145,12 +146,66 @@ class CelerySource:
             raise
         run_config = config._for_runtime(graph_id=runtime.graph_id, run_id=checkpoint.run_id)
         invocation = checkpoint.checkpoint_id
-        if graph_input.is_resume:
-            runtime.executor._send_resume(runtime.envelope(checkpoint, invocation, run_config, 0))
-        else:
-            # marks and timers are idempotent, a task sent twice is applied once
-            await _astore(lambda: runtime.advance(checkpoint, invocation, run_config, 0))
+        try:
+            if graph_input.is_resume:
+                envelope = runtime.envelope(checkpoint, invocation, run_config, 0)
+                runtime.executor._send_resume(envelope)
+            else:
+                # marks and timers are idempotent, a task sent twice is applied once
+                await _astore(lambda: runtime.advance(checkpoint, invocation, run_config, 0))
+        except Exception as error:
+            # The broker refused the run's first message: the run is stored, so record why it
+            # did not start; the thread is not left busy, and GraphInput.resume() sends it again.
+            node = checkpoint.next[0] if checkpoint.next else START
+            failure = Failure(
+                node, type(error).__name__, f"the run's tasks could not be sent: {error}"
+            )
+            _store(runtime.mark_failed, checkpoint, failure)
+            raise
         return checkpoint, start
+
+    def why_waiting(self, checkpoint: Checkpoint | None) -> str:
+        """What this process can tell about a run that makes no progress: whether live workers
+        have registered the graph's tasks, and if so that the step's task is queued or running,
+        or waits for the reaper to send it again."""
+        runtime = self.runtime
+        graph_id = runtime.graph_id
+        executor = runtime.executor
+        wanted = {names.node_task_name(graph_id, node) for node in runtime.compiled.spec.nodes}
+        try:
+            replies = executor.app.control.inspect(timeout=1.0).registered() or {}
+        except Exception as error:  # (the broker itself is unreachable)
+            return f"the broker did not answer ({type(error).__name__}: {error})"
+        if not replies:
+            return (
+                "no live worker answered on the broker; start one with "
+                "`celery -A <the module that compiles the graph> worker`"
+            )
+        serving = sorted(w for w, tasks in replies.items() if wanted & set(tasks or ()))
+        if not serving:
+            return (
+                f"{len(replies)} live worker(s) answered ({', '.join(sorted(replies))}) but none "
+                f"has registered graph {graph_id!r}'s tasks; start workers with the module that "
+                "compiles it"
+            )
+        queues = (
+            sorted({executor.routes[n] for n in checkpoint.next if n in executor.routes})
+            if (checkpoint is not None)
+            else []
+        )
+        where = f" (its nodes are routed to queue(s) {', '.join(queues)})" if queues else ""
+        return (
+            f"worker(s) {', '.join(serving)} serve graph {graph_id!r}; the step's task is queued "
+            f"or running{where}, or its message was lost and the reaper (celery beat) sends it "
+            f"again once the run has made no progress for {executor.stalled_after:g} s"
+        )
+
+    def timed_out(self, checkpoint: Checkpoint, timeout: float) -> TimeoutError:
+        return TimeoutError(
+            f"run {checkpoint.run_id} on thread {checkpoint.thread_id!r} has not stopped after "
+            f"{timeout:g} s: {self.why_waiting(checkpoint)}. The run stays queued: wait for it "
+            f"with RunHandle.from_run_id(graph, {checkpoint.run_id!r}).wait(), or cancel it"
+        )
 
     async def update_state(
         self, config: RunnableConfig, values: Mapping[str, Any] | None, as_node: str | None
@@ -320,16 +375,22 @@ class CelerySource:
         config: RunnableConfig,
         outcome: Outcome,
         steps: bool = True,
+        timeout: float | None = None,
     ) -> AsyncIterator[NodeOutput]:
-        return self._stream(graph_input, config, outcome, steps)
+        return self._stream(graph_input, config, outcome, steps, timeout)
 
     async def _stream(
-        self, graph_input: GraphInput, config: RunnableConfig, outcome: Outcome, steps: bool
+        self,
+        graph_input: GraphInput,
+        config: RunnableConfig,
+        outcome: Outcome,
+        steps: bool,
+        timeout: float | None,
     ) -> AsyncIterator[NodeOutput]:
         checkpoint, start = await self.begin(graph_input, config)
         if start is not None:
             yield start
-        async for output in self.follow(checkpoint, config, outcome, steps):
+        async for output in self.follow(checkpoint, config, outcome, steps, timeout):
             yield output
 
     def start(self, graph_input: GraphInput, config: RunnableConfig) -> RunHandle:
@@ -368,9 +429,11 @@ class CelerySource:
         config: RunnableConfig,
         outcome: Outcome,
         steps: bool = True,
+        timeout: float | None = None,
     ) -> AsyncIterator[NodeOutput]:
         """Yield the outputs of the run from ``checkpoint`` on, then settle ``outcome``; without
-        ``steps``, only the outputs of where the run stops.
+        ``steps``, only the outputs of where the run stops.  Past ``timeout`` seconds a
+        :class:`TimeoutError` says why the run has not stopped (it goes on).
 
         Woken by the thread's Redis channel when the app uses Redis (with a slow read as a
         fallback), else polling the store with a growing interval.  Without ``steps`` the
@@ -384,6 +447,7 @@ class CelerySource:
         loop = asyncio.get_running_loop()
         seen = checkpoint
         delay = _POLL_MIN
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while True:
                 view = _store(lambda: runtime.saver.get_with_writes(checkpoint.thread_id))
@@ -404,10 +468,19 @@ class CelerySource:
                     for output in self._settle(status, config, outcome):
                         yield output
                     return
+                pause = _WAKE_FALLBACK if subscription is not None else delay
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        assert timeout is not None
+                        raise await loop.run_in_executor(
+                            SHARED_POOL, self.timed_out, latest, timeout
+                        )
+                    pause = min(pause, left)
                 if subscription is not None:
-                    await loop.run_in_executor(SHARED_POOL, subscription.wait, _WAKE_FALLBACK)
+                    await loop.run_in_executor(SHARED_POOL, subscription.wait, pause)
                 else:
-                    await asyncio.sleep(delay)
+                    await asyncio.sleep(pause)
                     delay = min(delay * 2, _POLL_MAX)
         finally:
             if subscription is not None:

@@ -113,7 +113,8 @@ class RunHandle:
                     return GraphResult.of(outcome.value)
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    raise TimeoutError(f"run {self.run_id} still running after {timeout} s")
+                    assert timeout is not None and status.checkpoint is not None
+                    raise self._source().timed_out(status.checkpoint, timeout)
                 if subscription is not None:
                     subscription.wait(min(_WAKE_FALLBACK, left or _WAKE_FALLBACK))
                 else:
