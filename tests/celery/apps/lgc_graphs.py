@@ -221,18 +221,20 @@ SCENARIOS: dict[str, Scenario] = {
 # -- graphs of the other tests ---------------------------------------------------------------------
 
 
+def where_node(name: str) -> Action:
+    """A node that records ``[name, the worker it ran on]``."""
+
+    def action(state: AgentState) -> dict[str, Any]:
+        return {"ran_on": [[name, os.environ.get("WORKER_NAME", "?")]]}
+
+    return action
+
+
 def where() -> StateGraph:
     """START -> a -> n -> b -> END; every node records the worker it ran on."""
     graph = StateGraph({"ran_on": Channels.appender()})
-
-    def record(name: str) -> Action:
-        def action(state: AgentState) -> dict[str, Any]:
-            return {"ran_on": [[name, os.environ.get("WORKER_NAME", "?")]]}
-
-        return action
-
     for node in ("a", "n", "b"):
-        graph.add_node(node, record(node))
+        graph.add_node(node, where_node(node))
     return graph.add_edge(START, "a").add_edge("a", "n").add_edge("n", "b").add_edge("b", END)
 
 
@@ -297,7 +299,18 @@ GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     "gate": (gate, {}),
 }
 
-#: graphs compiled with the executor that routes node ``n`` to the special queue.
+
+def where_too() -> StateGraph:
+    """START -> a -> b -> END, recording workers as :func:`where` does (and without its ``n``)."""
+    graph = StateGraph({"ran_on": Channels.appender()})
+    for node in ("a", "b"):
+        graph.add_node(node, where_node(node))
+    return graph.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+
+
+#: graphs compiled with the executor that routes node ``n`` (of where) to the special queue and
+#: node ``b`` of where-too to the default queue.
 ROUTED_GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     "where": (where, {}),
+    "where-too": (where_too, {}),
 }
