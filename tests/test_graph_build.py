@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from types import MappingProxyType
+from typing import Any, TypedDict
 
 import pytest
+from pydantic import BaseModel
 
 from langgraph_celery import (
     END,
     START,
     AgentState,
+    Channels,
     CompileConfig,
     CompiledGraph,
     GraphDefinitionError,
@@ -235,3 +239,60 @@ def test_compile_config_defaults() -> None:
 
 def test_compiled_graph_id_comes_from_compile_config() -> None:
     assert chain("a").compile(CompileConfig(graph_id="my-graph")).graph_id == "my-graph"
+
+
+# -- the schema --------------------------------------------------------------------------------
+
+
+class TypedState(TypedDict):
+    messages: list[str]
+
+
+@dataclasses.dataclass
+class DataState:
+    messages: list[str] = dataclasses.field(default_factory=list)
+
+
+class ModelState(BaseModel):
+    messages: list[str] = []
+
+
+@pytest.mark.parametrize(
+    ("schema", "named"),
+    [
+        (TypedState, "the TypedDict class 'TypedState'"),
+        (DataState, "the dataclass 'DataState'"),
+        (ModelState, "the pydantic model class 'ModelState'"),
+        (dict, "the class 'dict'"),
+        (ModelState(), "a ModelState"),
+        (["messages"], "a list"),
+    ],
+)
+def test_a_schema_that_is_not_a_mapping_of_channels_is_refused_clearly(
+    schema: Any, named: str
+) -> None:
+    with pytest.raises(GraphDefinitionError) as caught:
+        StateGraph(schema)
+    message = str(caught.value)
+    assert "a mapping of state key -> Channel" in message
+    assert named in message
+    typed = "Typed schemas (a TypedDict, dataclass or pydantic model class) are not supported yet"
+    assert typed in message
+
+
+def test_a_typing_extensions_typed_dict_is_named_as_one() -> None:
+    extensions = pytest.importorskip("typing_extensions")  # pydantic's dependency
+    state = extensions.TypedDict("ExtState", {"messages": list})
+    with pytest.raises(GraphDefinitionError, match="the TypedDict class 'ExtState'"):
+        StateGraph(state)
+
+
+def test_a_schema_value_that_is_not_a_channel_is_refused() -> None:
+    with pytest.raises(GraphDefinitionError, match="schema key 'messages' maps to type"):
+        StateGraph({"messages": list})
+
+
+def test_a_mapping_schema_and_no_schema_are_accepted() -> None:
+    assert StateGraph(MappingProxyType({"log": Channels.appender()})) is not None
+    assert StateGraph(None) is not None
+    assert StateGraph({}) is not None

@@ -13,13 +13,23 @@ from langgraph_celery import (
     END,
     START,
     AgentState,
+    Channel,
     Channels,
     Command,
+    CompileConfig,
     CompiledGraph,
+    GraphInput,
+    GraphInterrupt,
     InvalidUpdateError,
+    RemoveByHash,
+    RetryPolicy,
     RunnableConfig,
+    Send,
     StateGraph,
+    StreamMode,
 )
+from langgraph_celery.checkpoint import MemorySaver
+from langgraph_celery.graph.state import InTurn
 
 
 class Trace:
@@ -104,7 +114,8 @@ def test_global_before_hook_update_is_seen_by_every_node() -> None:
     final = graph.compile().invoke({})
     assert seen == [("a", "for-a", []), ("b", "for-b", ["a"])]
     assert calls == [("a", "a"), ("b", "b")]
-    assert final.value("log") == ["a", "b"]
+    # the hook's update is part of each node's update: b's is the last one merged
+    assert dict(final.data) == {"log": ["a", "b"], "hint": "for-b"}
 
 
 def test_before_hook_update_goes_through_reducers() -> None:
@@ -120,8 +131,9 @@ def test_before_hook_update_goes_through_reducers() -> None:
     graph.add_node("a", lambda s: {"log": "a"}).add_node("b", b)
     graph.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
     graph.add_before_call_node_hook("b", before)
-    graph.compile().invoke({})
+    final = graph.compile().invoke({})
     assert seen == [["a", "pre-b"]]
+    assert final.value("log") == ["a", "pre-b"]  # b returned None: its update is the hook's
 
 
 def test_per_node_before_hook_only_runs_for_its_node() -> None:
@@ -329,7 +341,7 @@ def test_async_before_and_after_hooks() -> None:
     graph.add_before_call_node_hook(before).add_after_call_node_hook(after)
     final = graph.compile().invoke({})
     assert seen == ["n"]
-    assert dict(final.data) == {"log": ["n"], "after": "n:n"}
+    assert dict(final.data) == {"log": ["n"], "hint": "n", "after": "n:n"}
 
 
 def test_async_wrap_over_async_node_gets_an_awaitable_action() -> None:
@@ -561,3 +573,250 @@ def test_node_hooks_do_not_run_for_edges_and_vice_versa() -> None:
         ("route", None),
         ("node-hook", "b"),
     ]
+
+
+# -- a before-call hook's update is part of its node's update (as in LangGraph4j) ---------------
+
+
+def test_before_hook_update_reaches_the_checkpoint_and_the_node_update() -> None:
+    graph = two_nodes().add_before_call_node_hook(
+        "b", lambda node_id, state, config: {"log": f"pre-{node_id}", "seen_by": node_id}
+    )
+    compiled = graph.compile(CompileConfig(checkpoint_saver=MemorySaver()))
+    config = RunnableConfig(thread_id="t", stream_mode=StreamMode.UPDATES)
+    updates = {out.node: out.update for out in compiled.stream({}, config)}
+    # appends of the hook and of the node make one list, in that order
+    assert updates["b"] == {"log": ["pre-b", "b"], "seen_by": "b"}
+    assert updates["a"] == {"log": "a"}
+    snapshot = compiled.get_state(config)
+    assert dict(snapshot.state.data) == {"log": ["a", "pre-b", "b"], "seen_by": "b"}
+    b_step = next(s for s in compiled.get_state_history(config) if s.node == "b")
+    assert b_step.metadata["writes"]["b"] == {"log": ["pre-b", "b"], "seen_by": "b"}
+
+
+def test_node_update_is_merged_after_the_before_hook_update() -> None:
+    def node(state: AgentState) -> dict[str, Any]:
+        return {"v": f"node-saw-{state.value('v')}", "log": RemoveByHash("tmp")}
+
+    graph = StateGraph({"log": Channels.appender()}).add_node("n", node)
+    graph.add_edge(START, "n").add_edge("n", END)
+    graph.add_before_call_node_hook(lambda n, s, c: {"v": "hook", "log": "tmp", "kept": 1})
+    compiled = graph.compile()
+    final = compiled.invoke({"log": ["x"]})
+    # overwritten keys take the node's value; the node's removal applies after the hook's append
+    assert dict(final.data) == {"log": ["x"], "v": "node-saw-hook", "kept": 1}
+    config = RunnableConfig(stream_mode=StreamMode.UPDATES)
+    update = next(out.update for out in compiled.stream({}, config) if out.node == "n")
+    assert update == {"v": "node-saw-hook", "log": InTurn(("tmp", RemoveByHash("tmp"))), "kept": 1}
+
+
+def test_several_before_hooks_are_merged_last_added_first() -> None:
+    seen: list[Any] = []
+    graph = StateGraph({"log": Channels.appender()}).add_node("n", lambda s: seen.append(s.data))
+    graph.add_edge(START, "n").add_edge("n", END)
+    graph.add_before_call_node_hook(lambda n, s, c: {"log": "1", "v": f"{s.value('v')}+1"})
+    graph.add_before_call_node_hook(lambda n, s, c: {"log": "2", "v": "2"})
+    final = graph.compile().invoke({})
+    assert [dict(data) for data in seen] == [{"log": ["2", "1"], "v": "2+1"}]
+    assert dict(final.data) == {"log": ["2", "1"], "v": "2+1"}
+
+
+def test_after_hook_sees_the_node_result_and_cannot_drop_the_before_update() -> None:
+    seen: list[tuple[Any, Any]] = []
+
+    def after(node_id: str, state: AgentState, config: RunnableConfig, result: Any) -> Any:
+        seen.append((state.value("hint"), result))
+        return None
+
+    graph = two_nodes().add_before_call_node_hook("a", lambda n, s, c: {"hint": "h"})
+    graph.add_after_call_node_hook("a", after)
+    final = graph.compile().invoke({})
+    assert seen == [("h", {"log": "a"})]  # the state has the hook's update, the result not
+    assert dict(final.data) == {"log": ["b"], "hint": "h"}
+
+
+def test_before_hook_update_is_applied_once_across_retries() -> None:
+    attempts: list[int] = []
+
+    def flaky(state: AgentState) -> dict[str, Any]:
+        attempts.append(len(state.value("log")))
+        if len(attempts) < 3:
+            raise ConnectionError("not yet")
+        return {"log": "n"}
+
+    graph = StateGraph({"log": Channels.appender()}).add_node("n", flaky)
+    graph.add_edge(START, "n").add_edge("n", END)
+    policy = RetryPolicy(retry_on=ConnectionError, retry_delay=0.001, jitter=False)
+    graph.add_wrap_call_node_hook("n", policy.as_hook())
+    graph.add_before_call_node_hook(lambda n, s, c: {"log": "pre"})
+    assert graph.compile().invoke({}).value("log") == ["pre", "n"]
+    assert attempts == [1, 1, 1]
+
+
+def test_before_hook_update_is_discarded_with_an_interrupted_node() -> None:
+    def gate(state: AgentState) -> dict[str, Any]:
+        if not state.value("approved"):
+            raise GraphInterrupt("approve?")
+        return {"log": "gate"}
+
+    graph = StateGraph({"log": Channels.appender()}).add_node("gate", gate)
+    graph.add_edge(START, "gate").add_edge("gate", END)
+    graph.add_before_call_node_hook(lambda n, s, c: {"log": "pre"})
+    compiled = graph.compile(CompileConfig(checkpoint_saver=MemorySaver()))
+    config = RunnableConfig(thread_id="t")
+    assert compiled.invoke({}, config).value("log") == []
+    final = compiled.invoke(GraphInput.resume({"approved": True}), config)
+    assert final.value("log") == ["pre", "gate"]
+
+
+def test_before_hook_on_parallel_nodes_writing_a_plain_key_conflicts() -> None:
+    graph = StateGraph({"log": Channels.appender()})
+    graph.add_node("a", lambda s: {"log": "a"}).add_node("b", lambda s: {"log": "b"})
+    graph.add_edge(START, "a").add_edge(START, "b").add_edge("a", END).add_edge("b", END)
+    graph.add_before_call_node_hook(lambda n, s, c: {"last": n, "log": f"pre-{n}"})
+    with pytest.raises(InvalidUpdateError, match="'a' and 'b' both wrote key 'last'"):
+        graph.compile().invoke({})
+
+
+def test_before_hook_of_a_send_task_reaches_the_run_state() -> None:
+    graph = StateGraph({"log": Channels.appender()})
+    graph.add_node("plan", lambda s: None)
+    graph.add_node("work", lambda s: {"log": f"work-{s.value('item')}"})
+    graph.add_edge(START, "plan").add_edge("work", END)
+    graph.add_conditional_edges("plan", lambda s: [Send("work", {"item": i}) for i in (1, 2)])
+    graph.add_before_call_node_hook("work", lambda n, s, c: {"log": f"pre-{s.value('item')}"})
+    assert graph.compile().invoke({}).value("log") == ["pre-1", "work-1", "pre-2", "work-2"]
+
+
+def test_before_hook_update_with_a_bad_key_is_invalid_update() -> None:
+    graph = two_nodes().add_before_call_node_hook("b", lambda n, s, c: {1: "x"})
+    with pytest.raises(InvalidUpdateError, match=r"before-call hook of 'b'.*non-string key 1"):
+        graph.compile().invoke({})
+
+
+def test_before_edge_hook_update_is_seen_by_the_route_only() -> None:
+    trace = Trace()
+    graph = routed(trace).add_before_call_edge_hook(lambda source, s, c: {"go": "c"})
+    final = graph.compile().invoke({})
+    assert trace.events == [("route", "c")]
+    assert dict(final.data) == {"log": ["a", "c"]}  # as in LangGraph4j: not in the run's state
+
+
+# -- LangGraph4j's LG4JTest.testNestedNodeWrapHooks / testNestedNodeAndEdgeWrapHooks -----------
+
+NODE_HOOKS = "node-hooks"  # NestedNodeHook.HOOKS_ATTRIBUTE
+NODE_AFTER_CALL = "node-after-call"  # NestedNodeHook.AFTER_CALL_ATTRIBUTE
+EDGE_HOOKS = "edge-hooks"  # NestedEdgeHook.HOOKS_ATTRIBUTE
+
+
+def register_hooks(old: dict[str, list[str]] | None, new: dict[str, list[str]] | None) -> Any:
+    """RegisterHookChannel's reducer: per node id, the hook levels without repeats, in order."""
+    if old is None:
+        return new
+    if new is None:
+        return old
+    merged = {node: list(levels) for node, levels in old.items()}
+    for node, levels in new.items():
+        merged[node] = list(dict.fromkeys([*merged.get(node, []), *levels]))
+    return merged
+
+
+def register_hook_channel() -> Channel:
+    return Channel(register_hooks, default=dict)
+
+
+class NestedNodeHook:
+    """Hooks that record their level under ``node-hooks`` in the state, per node id."""
+
+    def __init__(self, level: str) -> None:
+        self.level = level
+
+    def wrap(self) -> Any:
+        def hook(node_id: str, state: AgentState, config: RunnableConfig, action: Any) -> Any:
+            result = action(state, config)
+            return {**result, NODE_HOOKS: {node_id: [self.level]}}
+
+        return hook
+
+    def before(self) -> Any:
+        # LangGraph4j's hook returns the state with the update merged; ours returns the update
+        def hook(node_id: str, state: AgentState, config: RunnableConfig) -> Any:
+            return {NODE_HOOKS: {node_id: [self.level]}}
+
+        return hook
+
+    def after(self) -> Any:
+        def hook(node_id: str, state: AgentState, config: RunnableConfig, result: Any) -> Any:
+            return {**result, NODE_AFTER_CALL: 1}
+
+        return hook
+
+
+def node_action(node_id: str) -> Any:
+    def action(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        assert config.node_id == node_id
+        return {"messages": node_id}
+
+    return action
+
+
+def nested_hooks_graph(schema: dict[str, Channel]) -> StateGraph:
+    graph = StateGraph(schema)
+    graph.add_wrap_call_node_hook(NestedNodeHook("wrap-global-1").wrap())
+    graph.add_before_call_node_hook(NestedNodeHook("before-global-1").before())
+    graph.add_before_call_node_hook(NestedNodeHook("before-global-2").before())
+    graph.add_after_call_node_hook(NestedNodeHook("after-global-1").after())
+    for node in ("node_1", "node_2", "node_3", "node_4"):
+        graph.add_node(node, node_action(node))
+    return graph
+
+
+TRACE = ["before-global-2", "before-global-1", "wrap-global-1"]
+
+
+def test_nested_node_wrap_hooks() -> None:
+    schema = {"messages": Channels.appender(), NODE_HOOKS: register_hook_channel()}
+    graph = nested_hooks_graph(schema)
+    graph.add_edge(START, "node_1").add_edge("node_1", "node_2").add_edge("node_2", "node_3")
+    graph.add_edge("node_3", "node_4").add_edge("node_4", END)
+
+    state = graph.compile().invoke(GraphInput.args({"input": "test1"}), RunnableConfig())
+    assert state.value("messages") == ["node_1", "node_2", "node_3", "node_4"]
+    hooks = state.value(NODE_HOOKS)
+    assert isinstance(hooks, dict)
+    assert "node_1" in hooks
+    for node in ("node_1", "node_2", "node_3", "node_4"):
+        assert hooks[node] == TRACE
+    assert state.value(NODE_AFTER_CALL) == 1  # (not asserted by LangGraph4j's test)
+
+
+def test_nested_node_and_edge_wrap_hooks() -> None:
+    schema = {
+        "messages": Channels.appender(),
+        NODE_HOOKS: register_hook_channel(),
+        EDGE_HOOKS: register_hook_channel(),
+    }
+
+    def after_edge_hook_go_to_end(
+        source_id: str, state: AgentState, config: RunnableConfig, last_result: Command
+    ) -> Command:
+        assert source_id == config.node_id
+        return Command(goto=END, update=last_result.update)
+
+    graph = nested_hooks_graph(schema)
+    graph.add_after_call_edge_hook("node_2", after_edge_hook_go_to_end)
+    graph.add_edge(START, "node_1").add_edge("node_1", "node_2")
+    graph.add_conditional_edges(
+        "node_2", lambda s, c: Command(goto="node_3"), {"node_3": "node_3", END: END}
+    )
+    graph.add_edge("node_3", "node_4").add_edge("node_4", END)
+
+    state = graph.compile().invoke(GraphInput.args({"input": "test1"}), RunnableConfig())
+    assert state.value("messages") == ["node_1", "node_2"]
+    hooks = state.value(NODE_HOOKS)
+    assert isinstance(hooks, dict)
+    assert "node_1" in hooks
+    assert hooks["node_1"] == TRACE
+    assert hooks["node_2"] == TRACE
+    assert hooks.get("node_3") is None
+    assert hooks.get("node_4") is None

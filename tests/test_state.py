@@ -19,6 +19,8 @@ from langgraph_celery import (
     RunnableConfig,
     StateGraph,
 )
+from langgraph_celery.graph.state import InTurn, apply_update, compose_updates
+from langgraph_celery.serde import JsonSerializer
 
 Update = Mapping[str, Any]
 
@@ -337,3 +339,62 @@ def test_parallel_nodes_get_their_own_copies() -> None:
     graph.add_edge("left", END).add_edge("right", END)
     result = graph.compile().invoke({"shared": []})
     assert result.data == {"shared": [], "left": ["left"], "right": ["right"]}
+
+
+# -- one update standing for two (a before-call hook's and its node's) ---------------------------
+
+
+def _merge_keys(old: dict[str, int] | None, new: dict[str, int]) -> dict[str, int]:
+    return {**(old or {}), **new}
+
+
+COMPOSE_SCHEMA: dict[str, Channel] = {
+    "log": Channels.appender(),
+    "total": Channel(lambda old, new: old + new, default=0),
+    "keys": Channel(_merge_keys, default=dict),
+}
+
+COMPOSE_CASES: list[tuple[Update, Update]] = [
+    ({"log": "h"}, {"log": ["n1", "n2"]}),
+    ({"log": ["h", RemoveByHash("x")]}, {"log": "n"}),
+    ({"log": ReplaceAllWith(["r"])}, {"log": "n"}),
+    ({"log": "h"}, {"log": RemoveByHash("h")}),
+    ({"log": "h"}, {"log": ReplaceAllWith(["n"])}),
+    ({"log": MARK_FOR_REMOVAL}, {"log": "n"}),
+    ({"log": "h"}, {"log": MARK_FOR_REMOVAL}),
+    ({"total": 2}, {"total": 3}),
+    ({"total": MARK_FOR_REMOVAL}, {"total": 3}),
+    ({"keys": {"a": 1}}, {"keys": {"a": 2, "b": 2}}),
+    ({"plain": "h", "only_hook": 1}, {"plain": "n", "only_node": 2}),
+    ({"plain": "h"}, {"plain": MARK_FOR_REMOVAL}),
+    ({"plain": MARK_FOR_REMOVAL}, {"plain": "n"}),
+    ({}, {"log": "n"}),
+    ({"log": "h"}, {}),
+]
+
+
+@pytest.mark.parametrize(("first", "then"), COMPOSE_CASES)
+def test_composed_update_merges_as_its_two_updates_in_turn(first: Update, then: Update) -> None:
+    initial = {"log": ["x", "h"], "total": 1, "keys": {"z": 0}, "plain": "p"}
+    expected = dict(initial)
+    apply_update(COMPOSE_SCHEMA, expected, first)
+    apply_update(COMPOSE_SCHEMA, expected, then)
+    composed = compose_updates(COMPOSE_SCHEMA, first, then)
+    merged = dict(initial)
+    apply_update(COMPOSE_SCHEMA, merged, composed)
+    assert merged == expected
+    # and after a trip through the checkpoint serializer
+    loaded = JsonSerializer().loads(JsonSerializer().dumps(composed))
+    assert loaded == composed
+    merged = dict(initial)
+    apply_update(COMPOSE_SCHEMA, merged, loaded)
+    assert merged == expected
+
+
+def test_composed_appends_are_one_list_and_other_writes_in_turn() -> None:
+    assert compose_updates(COMPOSE_SCHEMA, {"log": "h"}, {"log": ["n"]}) == {"log": ["h", "n"]}
+    assert compose_updates(COMPOSE_SCHEMA, {"total": 2}, {"total": 3}) == {"total": InTurn((2, 3))}
+    three = compose_updates(
+        COMPOSE_SCHEMA, compose_updates(COMPOSE_SCHEMA, {"total": 1}, {"total": 2}), {"total": 3}
+    )
+    assert three == {"total": InTurn((1, 2, 3))}

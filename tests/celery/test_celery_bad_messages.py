@@ -156,12 +156,14 @@ def test_compile_refuses_a_celery_graph_without_id_or_with_a_process_local_saver
             )
         with pytest.raises(GraphDefinitionError, match="checkpoint saver"):
             chain().compile(CompileConfig(graph_id="g", executor=executor))
-        with pytest.raises(GraphDefinitionError, match="'nope'"):
+        # a route key for graph g naming a node g lacks (a plain key may name another
+        # graph's node: test_celery_routes.py checks how its typos are reported)
+        with pytest.raises(GraphDefinitionError, match="'g:nope' names node 'nope' of graph 'g'"):
             chain().compile(
                 CompileConfig(
                     checkpoint_saver=saver,
                     graph_id="g",
-                    executor=CeleryExecutor(app, routes={"nope": "q"}),
+                    executor=CeleryExecutor(app, routes={"g:nope": "q"}),
                 )
             )
         # nothing of the refused graphs was registered for workers

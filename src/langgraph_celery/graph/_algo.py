@@ -72,8 +72,9 @@ def merge_writes(
                 if key in writers:
                     raise InvalidUpdateError(
                         f"nodes {writers[key]!r} and {node!r} both wrote key {key!r} in one "
-                        "step, and the key has no reducer; give it a Channel with a reducer in "
-                        "the schema or write it from one node"
+                        "step (a before-call hook's update counts as its node's), and the key "
+                        "has no reducer; give it a Channel with a reducer in the schema or "
+                        "write it from one node"
                     )
                 writers[key] = node
     for _node, update in writes:

@@ -22,7 +22,7 @@ from langgraph_celery.graph._callables import CallableSpec, is_async_callable
 from langgraph_celery.graph._sync import SHARED_POOL
 from langgraph_celery.graph.builder import GraphSpec, Hook
 from langgraph_celery.graph.config import RunnableConfig
-from langgraph_celery.graph.state import AgentState, apply_update
+from langgraph_celery.graph.state import AgentState, apply_update, compose_updates
 
 __all__ = ["ASYNC_VARIANT", "TaskRunner", "clone_value"]
 
@@ -126,6 +126,24 @@ def _wrap_async(hook: Callable[..., Any], node: str, inner: AsyncAction) -> Asyn
     return call_plain
 
 
+def _hook_update(node: str, update: Any) -> dict[str, Any] | None:
+    """A before-call hook's return value as an update, or :class:`InvalidUpdateError`."""
+    if update is None:
+        return None
+    if not isinstance(update, Mapping):
+        raise InvalidUpdateError(
+            f"a before-call hook of {node!r} returned {type(update).__name__}; it must return a "
+            "mapping of state updates or None"
+        )
+    for key in update:
+        if not isinstance(key, str):
+            raise InvalidUpdateError(
+                f"a before-call hook of {node!r} returned an update with non-string key "
+                f"{key!r}; state keys are strings"
+            )
+    return dict(update)
+
+
 class TaskRunner:
     """Runs node tasks and routes of one graph with their hooks, as both executors need."""
 
@@ -152,20 +170,22 @@ class TaskRunner:
             return clone_value(data) if clone else data
         return self.spec.state_factory(clone_value(data) if clone else data)
 
-    async def _before(self, chain: _Chain, node: str, state: Any, config: RunnableConfig) -> Any:
+    async def _before(
+        self, chain: _Chain, node: str, state: Any, config: RunnableConfig
+    ) -> tuple[Any, dict[str, Any] | None]:
+        """Run the before-call hooks (last added first): the state the action sees, each hook's
+        update merged in, and those updates as one (``None`` when no hook returned one)."""
+        schema = self.spec.schema
+        combined: dict[str, Any] | None = None
         for hook in chain.before:
-            update = await _resolve(hook(node, state, config))
+            update = _hook_update(node, await _resolve(hook(node, state, config)))
             if update is None:
                 continue
-            if not isinstance(update, Mapping):
-                raise InvalidUpdateError(
-                    f"a before-call hook of {node!r} returned {type(update).__name__}; it must "
-                    "return a mapping of state updates or None"
-                )
+            combined = update if combined is None else compose_updates(schema, combined, update)
             data = dict(state.data if isinstance(state, AgentState) else state)
-            apply_update(self.spec.schema, data, update)
+            apply_update(schema, data, clone_value(update) if config.clone_state else update)
             state = self.spec.state_factory(data)
-        return state
+        return state, combined
 
     async def _run(
         self,
@@ -175,9 +195,12 @@ class TaskRunner:
         config: RunnableConfig,
         executor: Executor | None,
         threaded: bool,
-    ) -> Any:
+    ) -> tuple[Any, dict[str, Any] | None]:
+        """Call ``chain``'s action inside its hooks: what the after-call hooks made of the
+        result, and the before-call hooks' updates (``None`` if none returned one)."""
+        before_update = None
         if chain.before:
-            state = await self._before(chain, node, state, config)
+            state, before_update = await self._before(chain, node, state, config)
         if chain.is_sync:
             call = chain.sync_call(node)
             if threaded:
@@ -190,7 +213,7 @@ class TaskRunner:
             result = await chain.async_call(node, executor, threaded)(state, config)
         for hook in chain.after:
             result = await _resolve(hook(node, state, config, result))
-        return result
+        return result, before_update
 
     async def run_task(
         self,
@@ -200,24 +223,35 @@ class TaskRunner:
         *,
         threaded: bool = False,
     ) -> dict[str, Any] | None:
-        """Run one node task; returns its update (checked) or raises what the node raised."""
+        """Run one node task; returns its update (checked, its before-call hooks' updates
+        included) or raises what the node raised."""
         node = task.node
         state = self.make_state(task.arg if task.has_arg else values, config.clone_state)
         node_config = config._for_runtime(node_id=node)
         executor = config.parallel_executors.get(node)
-        result = await self._run(
+        result, before_update = await self._run(
             self._nodes[node], node, state, node_config, executor, threaded or executor is not None
         )
-        return check_update(node, result)
+        update = check_update(node, result)
+        if before_update is None:
+            return update
+        # As in LangGraph4j, the before-call hooks' updates are part of the node's: they are
+        # merged first, then what the node (through its wrap and after-call hooks) returned.
+        return compose_updates(self.spec.schema, before_update, update or {})
 
     async def run_route(
         self, source: str, values: Mapping[str, Any], config: RunnableConfig
     ) -> Any:
-        """Call the conditional edge leaving ``source`` with the merged state."""
+        """Call the conditional edge leaving ``source`` with the merged state.
+
+        Before-call edge hooks' updates only reach the state the route sees (as in
+        LangGraph4j); what reaches the run's state is the ``Command`` update the route (or an
+        after-call edge hook) returns."""
         state = self.spec.state_factory(values)
-        return await self._run(
+        result, _ = await self._run(
             self._routes[source], source, state, config._for_runtime(node_id=source), None, False
         )
+        return result
 
     def interruptible(self, node: str) -> Any:
         """The node's action if it implements ``InterruptibleAction``, else ``None``."""

@@ -3,10 +3,13 @@ them and returns a :class:`CompiledGraph`."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, is_typeddict
+
+from pydantic import BaseModel
 
 from langgraph_celery.errors import GraphDefinitionError
 from langgraph_celery.graph._callables import CallableSpec
@@ -68,6 +71,28 @@ class GraphSpec:
         return {node: index for index, node in enumerate(self.nodes)}
 
 
+def _not_a_schema(schema: object) -> str:
+    """Why ``schema`` is not a schema, and what to pass instead."""
+    if isinstance(schema, type):
+        if is_typeddict(schema) or (issubclass(schema, dict) and hasattr(schema, "__total__")):
+            got = f"the TypedDict class {schema.__name__!r}"
+        elif dataclasses.is_dataclass(schema):
+            got = f"the dataclass {schema.__name__!r}"
+        elif issubclass(schema, BaseModel):
+            got = f"the pydantic model class {schema.__name__!r}"
+        else:
+            got = f"the class {schema.__name__!r}"
+    else:
+        got = f"a {type(schema).__name__}"
+    return (
+        f"StateGraph(schema) takes a schema: a mapping of state key -> Channel, such as "
+        f"{{'messages': Channels.appender()}}; got {got}. Typed schemas (a TypedDict, dataclass "
+        "or pydantic model class) are not supported yet: list the keys that need a reducer "
+        "with their Channel (any other key is overwritten by an update and needs no entry), or "
+        "pass no schema"
+    )
+
+
 class StateGraph:
     """Builds a graph of nodes over a shared state.
 
@@ -80,6 +105,8 @@ class StateGraph:
         schema: Mapping[str, Channel] | None = None,
         state_factory: Callable[[Mapping[str, Any]], AgentState] = AgentState,
     ) -> None:
+        if schema is not None and (isinstance(schema, type) or not isinstance(schema, Mapping)):
+            raise GraphDefinitionError(_not_a_schema(schema))
         schema = dict(schema or {})
         for key, channel in schema.items():
             if not isinstance(channel, Channel):

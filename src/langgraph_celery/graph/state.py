@@ -18,6 +18,7 @@ __all__ = [
     "AgentState",
     "Channel",
     "Channels",
+    "InTurn",
     "Reducer",
     "RemoveByHash",
     "ReplaceAllWith",
@@ -64,8 +65,23 @@ class ReplaceAllWith:
         object.__setattr__(self, "values", list(values))
 
 
+@dataclass(frozen=True)
+class InTurn:
+    """An update value that applies ``values`` to its key one after the other.
+
+    It stands for several writes of one key in one update: a before-call node hook's update
+    and its node's update (or several before-call hooks) both writing a key with a reducer
+    become one update whose value for that key is ``InTurn((hook_value, node_value))``, which
+    :func:`apply_update` merges as the hook's write followed by the node's.  It is what a
+    ``StreamMode.UPDATES`` output or a checkpoint's writes show for such a key.
+    """
+
+    values: tuple[Any, ...]
+
+
 _register_builtin(RemoveByHash, "RemoveByHash")
 _register_builtin(ReplaceAllWith, "ReplaceAllWith")
+_register_builtin(InTurn, "InTurn")
 _register_builtin_constant(MARK_FOR_REMOVAL, "MARK_FOR_REMOVAL")
 
 
@@ -181,6 +197,10 @@ def apply_update(
 ) -> None:
     """Merge one update into ``values`` in place, through the schema's reducers."""
     for key, new in update.items():
+        if isinstance(new, InTurn):
+            for value in new.values:
+                apply_update(schema, values, {key: value})
+            continue
         if new is MARK_FOR_REMOVAL:
             values.pop(key, None)
             continue
@@ -190,3 +210,47 @@ def apply_update(
         else:
             old = values[key] if key in values else channel.default()
             values[key] = channel.reducer(old, new)
+
+
+def _has_edits(value: Any) -> bool:
+    """Whether an appender update removes or replaces elements (else it only appends)."""
+    items = value if isinstance(value, list) else (value,)
+    return any(isinstance(item, RemoveByHash | ReplaceAllWith) for item in items)
+
+
+def _written_in_turn(channel: Channel, earlier: Any, later: Any) -> Any:
+    """One update value for ``earlier`` then ``later`` written to a key with a reducer."""
+    if isinstance(earlier, InTurn):
+        return InTurn((*earlier.values, later))
+    if (
+        isinstance(channel, _AppenderChannel)
+        and earlier is not MARK_FOR_REMOVAL
+        and not _has_edits(later)
+    ):
+        # Appends after anything: one list does the same (removals in ``later`` would apply
+        # before ``earlier``'s appends in one list, so those keep two writes).
+        head = earlier if isinstance(earlier, list) else [earlier]
+        tail = later if isinstance(later, list) else [later]
+        return [*head, *tail]
+    return InTurn((earlier, later))
+
+
+def compose_updates(
+    schema: Mapping[str, Channel], first: Mapping[str, Any], then: Mapping[str, Any]
+) -> dict[str, Any]:
+    """One update that merges as ``first`` followed by ``then`` (through the reducers).
+
+    A key that ``then`` writes without a reducer (or removes) takes ``then``'s value; a key
+    both write with a reducer keeps both writes, in order (see :class:`InTurn`).
+    """
+    combined = dict(first)
+    for key, later in then.items():
+        if key not in combined:
+            combined[key] = later
+            continue
+        channel = schema.get(key)
+        if channel is None or channel.reducer is None or later is MARK_FOR_REMOVAL:
+            combined[key] = later
+        else:
+            combined[key] = _written_in_turn(channel, combined[key], later)
+    return combined

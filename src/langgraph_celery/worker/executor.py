@@ -12,7 +12,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from langgraph_celery.checkpoint.base import PendingTask
 from langgraph_celery.errors import GraphDefinitionError
-from langgraph_celery.worker import names
+from langgraph_celery.worker import names, routing
 from langgraph_celery.worker.envelope import MalformedMessage, TaskEnvelope
 from langgraph_celery.worker.guard import GuardTaskMessages
 from langgraph_celery.worker.notify import Notifier
@@ -81,8 +81,11 @@ def _envelope_or_reject(
 class CeleryExecutor:
     """Runs every node of the graphs compiled with it as a Celery task on ``app``'s workers.
 
-    ``routes`` maps node ids to queues; ``reap_interval`` and ``stalled_after`` (seconds) drive
-    the beat job that re-dispatches runs whose pending step has no live task.
+    ``routes`` maps node ids (every graph's node of that id) or ``"graph_id:node"`` keys (that
+    graph's node; it wins over a plain key) to queues, through ``app.conf.task_routes``: the
+    executor's routes win for the nodes they name, the app's own ``task_routes`` route every
+    other task (see ``worker/routing.py``). ``reap_interval`` and ``stalled_after`` (seconds)
+    drive the beat job that re-dispatches runs whose pending step has no live task.
     """
 
     def __init__(
@@ -104,6 +107,7 @@ class CeleryExecutor:
             raise ValueError("interrupt_timeout must be positive seconds (or None: no deadline)")
         self.app = app
         self.routes = dict(routes or {})
+        self._graph_nodes: dict[str, tuple[str, ...]] = {}  # the graphs compiled with it
         self.reap_interval = float(reap_interval)
         self.stalled_after = float(stalled_after)
         self.interrupt_timeout = interrupt_timeout
@@ -111,6 +115,9 @@ class CeleryExecutor:
         _apply_safe_settings(app)
         app.steps["consumer"].add(GuardTaskMessages)  # malformed messages never stop a worker
         app.steps["consumer"].add(SurviveBrokerLoss)  # nor does a failed close of a lost broker
+        if self.routes:
+            routing.router_of(app).executors.add(self)
+            app.steps["worker"].add(routing.CheckRoutes)  # a key naming no node stops a worker
         self._register_common_tasks()
         schedule = dict(app.conf.beat_schedule or {})
         schedule.setdefault(
@@ -185,14 +192,24 @@ class CeleryExecutor:
                 "process, but the broker sends tasks to other processes; use SqlSaver with a "
                 "database every worker reaches"
             )
-        for node in self.routes:
-            if node not in compiled.spec.nodes:
-                raise GraphDefinitionError(f"routes names unknown node {node!r}")
+        nodes = tuple(compiled.spec.nodes)
+        routing.check_graph_keys(self.routes, compiled.graph_id, nodes)
         runtime = GraphRuntime(self, compiled)
         _registry(self.app)[compiled.graph_id] = runtime
         for node in compiled.spec.nodes:
             self._register_node_task(compiled.graph_id, node)
+        routing.assign(
+            self.app, compiled.graph_id, routing.queues_for(self.routes, compiled.graph_id, nodes)
+        )
+        self._graph_nodes[compiled.graph_id] = nodes
         return CelerySource(runtime)
+
+    def check_routes(self) -> None:
+        """Raise :class:`GraphDefinitionError` if a ``routes`` key names no node of the graphs
+        compiled with this executor so far (a worker checks this when it starts)."""
+        unmatched = routing.unmatched_keys(self.routes, self._graph_nodes)
+        if unmatched:
+            raise GraphDefinitionError(routing.unmatched_message(unmatched, self._graph_nodes))
 
     def _register_node_task(self, graph_id: str, node: str) -> None:
         name = names.node_task_name(graph_id, node)
@@ -274,18 +291,13 @@ class CeleryExecutor:
     # -- sending ----------------------------------------------------------------------------------
 
     def _send_node(self, envelope: TaskEnvelope, task: PendingTask) -> None:
-        options: dict[str, Any] = {
-            "task_id": names.celery_task_id(envelope.run_id, envelope.checkpoint_id, task.id)
-        }
-        queue = self.routes.get(task.node)
-        if queue is not None:
-            options["queue"] = queue
+        # the queue comes from app.conf.task_routes (the executor's routes first)
         self.app.send_task(
             names.node_task_name(envelope.graph_id, task.node),
             kwargs=envelope.to_message(),
+            task_id=names.celery_task_id(envelope.run_id, envelope.checkpoint_id, task.id),
             argsrepr="()",
             kwargsrepr=_summary(envelope),
-            **options,
         )
 
     def _send_resume(self, envelope: TaskEnvelope) -> None:

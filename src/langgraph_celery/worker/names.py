@@ -41,7 +41,9 @@ Beat schedule entries
 Queues
     Node, resume and maintenance tasks go to the app's default queue (``task_default_queue``,
     ``celery`` unless changed), so a plain ``celery -A module worker`` serves them; a node routed
-    with ``CeleryExecutor(app, routes={"node": "queue"})`` goes to that queue instead.
+    with ``CeleryExecutor(app, routes={"node": "queue"})`` (or ``{"graph_id:node": "queue"}``)
+    goes to that queue instead, through the router the executor puts first in the app's
+    ``task_routes`` (``worker/routing.py``); the app's own ``task_routes`` route the rest.
 """
 
 from __future__ import annotations

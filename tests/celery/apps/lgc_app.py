@@ -27,17 +27,26 @@ ENV_KEYS = (
     "LGC_SPECIAL_QUEUE",  # the queue node ``n`` of graph ``where`` is routed to
     "LGC_REDIS_URL",  # Redis db 11, for the nodes' counters and flags
 )
+#: Optional: one more key of the routed executor's routes (to the special queue).
+EXTRA_ROUTE = "LGC_EXTRA_ROUTE"
 
 
 @dataclass
 class Bundle(AppBundle):
-    routed: CeleryExecutor  # routes node ``n`` to the special queue
+    routed: CeleryExecutor  # routes node ``n`` to the special queue, ``b`` of where-too to main
 
 
 def build(settings: Mapping[str, str]) -> Bundle:
     app, saver = make_app("lgc_app", settings, "LGC")
+    special, main = settings["LGC_SPECIAL_QUEUE"], settings["LGC_QUEUE"]
+    # The app's own routes: every node of graph where-too to the special queue (the executor's
+    # routes come first, so its route of where-too's b wins).
+    app.conf.task_routes = {"langgraph_celery.node.where-too.*": {"queue": special}}
     executor = CeleryExecutor(app)
-    routed = CeleryExecutor(app, routes={"n": settings["LGC_SPECIAL_QUEUE"]})
+    routes = {"n": special, "where-too:b": main}
+    if settings.get(EXTRA_ROUTE):
+        routes[settings[EXTRA_ROUTE]] = special
+    routed = CeleryExecutor(app, routes=routes)
     graphs = compile_graphs(
         saver,
         [
@@ -49,7 +58,10 @@ def build(settings: Mapping[str, str]) -> Bundle:
 
 
 def settings_from_env() -> dict[str, str]:
-    return {key: os.environ[key] for key in ENV_KEYS}
+    settings = {key: os.environ[key] for key in ENV_KEYS}
+    if EXTRA_ROUTE in os.environ:
+        settings[EXTRA_ROUTE] = os.environ[EXTRA_ROUTE]
+    return settings
 
 
 bundle: Any = build(settings_from_env()) if "LGC_BROKER_URL" in os.environ else None

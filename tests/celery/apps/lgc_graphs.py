@@ -20,6 +20,7 @@ from langgraph_celery import (
     END,
     START,
     AgentState,
+    Channel,
     Channels,
     Command,
     GraphInput,
@@ -137,6 +138,41 @@ def forever() -> StateGraph:
     return graph.add_edge(START, "a").add_edge("a", "a")
 
 
+def merge_levels(old: dict[str, list[str]] | None, new: dict[str, list[str]]) -> Any:
+    """Per node id, the hook levels recorded so far, without repeats, in order."""
+    merged = {node: list(levels) for node, levels in (old or {}).items()}
+    for node, levels in new.items():
+        merged[node] = list(dict.fromkeys([*merged.get(node, []), *levels]))
+    return merged
+
+
+def hooked() -> StateGraph:
+    """fanout_join with hooks as LangGraph4j's nested-hooks test has them: two global before-call
+    hooks and a wrap hook record themselves per node under ``hooks`` (a reducer), and ``b``'s own
+    before-call hook appends to ``log``; the hooks' updates are part of each node's update."""
+    graph = StateGraph(
+        {
+            "log": Channels.appender(),
+            "results": Channels.appender(),
+            "hooks": Channel(merge_levels, default=dict),
+        }
+    )
+    for node in ("a", "b", "c", "d"):
+        graph.add_node(node, log_node(node))
+    graph.add_edge(START, "a").add_edge("a", "b").add_edge("a", "c")
+    graph.add_edge(["b", "c"], "d").add_edge("d", END)
+
+    def level(name: str) -> Action:
+        return lambda node, state, config: {"hooks": {node: [name]}}
+
+    def wrap(node: str, state: AgentState, config: Any, action: Action) -> Any:
+        return {**action(state, config), "hooks": {node: ["wrap"]}}
+
+    graph.add_wrap_call_node_hook(wrap)
+    graph.add_before_call_node_hook(level("before-1")).add_before_call_node_hook(level("before-2"))
+    return graph.add_before_call_node_hook("b", lambda node, state, config: {"log": ["pre-b"]})
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A graph, how to compile it, and the calls a test makes on one thread, in order.
@@ -156,6 +192,7 @@ SCENARIOS: dict[str, Scenario] = {
     "conditional": Scenario(conditional, (({"go": "right"}, "completed"),)),
     "map_reduce": Scenario(map_reduce, (({"items": [1, 2, 3]}, "completed"),)),
     "command": Scenario(command, ((None, "completed"),)),
+    "hooks": Scenario(hooked, (({"topic": "x"}, "completed"),)),
     "interrupt_before": Scenario(
         chain,
         (
@@ -184,18 +221,20 @@ SCENARIOS: dict[str, Scenario] = {
 # -- graphs of the other tests ---------------------------------------------------------------------
 
 
+def where_node(name: str) -> Action:
+    """A node that records ``[name, the worker it ran on]``."""
+
+    def action(state: AgentState) -> dict[str, Any]:
+        return {"ran_on": [[name, os.environ.get("WORKER_NAME", "?")]]}
+
+    return action
+
+
 def where() -> StateGraph:
     """START -> a -> n -> b -> END; every node records the worker it ran on."""
     graph = StateGraph({"ran_on": Channels.appender()})
-
-    def record(name: str) -> Action:
-        def action(state: AgentState) -> dict[str, Any]:
-            return {"ran_on": [[name, os.environ.get("WORKER_NAME", "?")]]}
-
-        return action
-
     for node in ("a", "n", "b"):
-        graph.add_node(node, record(node))
+        graph.add_node(node, where_node(node))
     return graph.add_edge(START, "a").add_edge("a", "n").add_edge("n", "b").add_edge("b", END)
 
 
@@ -260,7 +299,18 @@ GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     "gate": (gate, {}),
 }
 
-#: graphs compiled with the executor that routes node ``n`` to the special queue.
+
+def where_too() -> StateGraph:
+    """START -> a -> b -> END, recording workers as :func:`where` does (and without its ``n``)."""
+    graph = StateGraph({"ran_on": Channels.appender()})
+    for node in ("a", "b"):
+        graph.add_node(node, where_node(node))
+    return graph.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+
+
+#: graphs compiled with the executor that routes node ``n`` (of where) to the special queue and
+#: node ``b`` of where-too to the default queue.
 ROUTED_GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     "where": (where, {}),
+    "where-too": (where_too, {}),
 }
