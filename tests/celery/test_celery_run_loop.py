@@ -21,6 +21,7 @@ from langgraph_celery import (
 )
 from langgraph_celery.celery import RunHandle
 from langgraph_celery.worker.names import celery_task_id
+from loop_check import blocked_callbacks, slow_down
 
 
 def started(redis_client: Any, thread: str, node: str) -> int:
@@ -145,3 +146,31 @@ def test_a_run_no_worker_serves_times_out_naming_the_run_and_stays_queued(
         handle.wait(timeout=0.3)
     assert handle.cancel() is True
     assert handle.status() == "cancelled"
+
+
+def test_the_async_api_on_celery_never_blocks_the_callers_loop(
+    celery_stack: CeleryStack, thread: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client's calls to the store and the broker run off the caller's event loop (the
+    store here is slowed to 150 ms a call in this process; the workers use it at full speed)."""
+    graph = celery_stack.graph("gate")
+    config = RunnableConfig(thread_id=thread)
+    seen: dict[str, Any] = {}
+    slow_down(celery_stack.saver, ("get", "get_with_writes", "get_writes", "put_writes", "list"))
+
+    async def main() -> None:
+        stream = graph.astream({"topic": "t"}, config)
+        seen["outputs"] = [o.node_id async for o in stream]
+        updated = await graph.aupdate_state(config, {"approved": True})
+        seen["updated"] = updated.checkpoint_id
+        final = await graph.ainvoke(GraphInput.resume(), config)
+        seen["final"] = final.data["log"]
+
+    try:
+        assert blocked_callbacks(caplog, main) == []
+    finally:
+        for name in ("get", "get_with_writes", "get_writes", "put_writes", "list"):
+            vars(celery_stack.saver).pop(name, None)
+    assert seen["outputs"] == ["__START__", "a"]
+    assert seen["updated"]
+    assert seen["final"] == ["a", "gate", "b"]

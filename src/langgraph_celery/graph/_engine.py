@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
@@ -20,7 +20,7 @@ from langgraph_celery.checkpoint.base import (
     PendingWrite,
 )
 from langgraph_celery.errors import GraphError, GraphStateError, NodeError
-from langgraph_celery.graph import _algo, _loop
+from langgraph_celery.graph import _algo, _loop, _sync
 from langgraph_celery.graph._loop import Action, Decision, Extra, Parking
 from langgraph_celery.graph._runner import TaskRunner, _resolve
 from langgraph_celery.graph.builder import GraphSpec
@@ -42,6 +42,9 @@ __all__ = ["Engine", "StepResult", "Store"]
 #: How a call stores the one checkpoint it makes (by default the saver's ``put``): the Celery
 #: executor stores a run's first and last checkpoints together with the run's stall timer.
 Store = Callable[[Checkpoint], Checkpoint]
+
+
+T = TypeVar("T")
 
 
 def new_id() -> str:
@@ -77,12 +80,19 @@ class Engine:
     def state(self, values: Mapping[str, Any]) -> AgentState:
         return self.spec.state_factory(values)
 
-    def save(self, checkpoint: Checkpoint, store: Store | None = None) -> Checkpoint:
-        if store is not None:
-            return store(checkpoint)
-        return self.saver.put(checkpoint) if self.saver is not None else checkpoint
+    async def io(self, call: Callable[..., T], *args: Any) -> T:
+        """``call(*args)``, a call to the store: a saver whose data lives in this process is
+        called inline; any other is kept off a caller's event loop (see ``_sync.blocking``)."""
+        if self.saver is None or not self.saver.shared_across_processes:
+            return call(*args)
+        return await _sync.blocking(call, *args)
 
-    def save_child(
+    async def save(self, checkpoint: Checkpoint, store: Store | None = None) -> Checkpoint:
+        if store is not None:
+            return await self.io(store, checkpoint)
+        return await self.io(self.saver.put, checkpoint) if self.saver is not None else checkpoint
+
+    async def save_child(
         self,
         parent: Checkpoint,
         *,
@@ -91,7 +101,7 @@ class Engine:
         **fields: Any,
     ) -> Checkpoint:
         """Store the checkpoint one step after ``parent`` (same run unless ``run_id``)."""
-        return self.save(
+        return await self.save(
             Checkpoint(
                 thread_id=parent.thread_id,
                 checkpoint_id=new_id(),
@@ -200,7 +210,7 @@ class Engine:
         thread_id = self.require_thread(config) if self.saver is not None else config.thread_id
         base = None
         if self.saver is not None and thread_id is not None:
-            base = self.saver.get(thread_id, config.checkpoint_id)
+            base = await self.io(self.saver.get, thread_id, config.checkpoint_id)
             if base is None and config.checkpoint_id is not None:
                 raise GraphStateError(
                     f"thread {thread_id!r} has no checkpoint {config.checkpoint_id!r}"
@@ -227,7 +237,7 @@ class Engine:
         thread_id = config.thread_id
         added = dict(extra or {})
         if graph_input.is_resume:
-            stored = self._resume(
+            stored = await self._resume(
                 base, graph_input.value, config, run_id, base_writes, added, store
             )
             return stored, None
@@ -235,7 +245,7 @@ class Engine:
         if forking and graph_input.value is None and _loop.has_pending(base):
             assert base is not None
             resumed = False
-            forked = self._continue(
+            forked = await self._continue(
                 base, config, "fork", resumed, run_id=run_id, added=added, store=store
             )
             return forked, None
@@ -245,7 +255,7 @@ class Engine:
         run_id = run_id or new_id()
         run_config = config._for_runtime(graph_id=self.graph_id, run_id=run_id)
         tasks, barriers, values = await self.route_from([START], values, {}, run_config)
-        checkpoint = self.save(
+        checkpoint = await self.save(
             Checkpoint(
                 thread_id=thread_id or "",
                 checkpoint_id=new_id(),
@@ -265,7 +275,7 @@ class Engine:
             START, checkpoint, run_config, self.state(values), graph_input.value or {}
         )
 
-    def _resume(
+    async def _resume(
         self,
         base: Checkpoint | None,
         update: Mapping[str, Any] | None,
@@ -286,7 +296,7 @@ class Engine:
                 "start a new run with GraphInput.args(...)"
             )
         if config.checkpoint_id is not None:
-            latest = self.saver.get(thread_id)
+            latest = await self.io(self.saver.get, thread_id)
             if latest is not None and latest.checkpoint_id != base.checkpoint_id:
                 # resumed (or superseded) already: resuming it again would run its nodes twice
                 raise GraphStateError(
@@ -295,7 +305,7 @@ class Engine:
                     f"latest is {latest.checkpoint_id!r}); resume without a checkpoint_id, or "
                     "fork from it with invoke(None, config)"
                 )
-        return self._continue(
+        return await self._continue(
             base,
             config,
             "resume",
@@ -307,7 +317,7 @@ class Engine:
             store=store,
         )
 
-    def _continue(
+    async def _continue(
         self,
         base: Checkpoint,
         config: RunnableConfig,
@@ -326,13 +336,15 @@ class Engine:
         values = dict(base.values)
         if update:
             apply_update(self.spec.schema, values, update)
-        latest = None if config.checkpoint_id is None else self.saver.get(base.thread_id)
+        latest = None
+        if config.checkpoint_id is not None:
+            latest = await self.io(self.saver.get, base.thread_id)
         same_run = _loop.same_run(base, latest, config.checkpoint_id)
         extra = dict(base.extra)
         extra.pop(Extra.COMPLETION_PENDING, None)
         extra[Extra.RESUMED] = resumed
         extra.update(added or {})
-        checkpoint = self.save_child(
+        checkpoint = await self.save_child(
             base,
             run_id=None if same_run else (run_id or new_id()),
             values=values,
@@ -344,8 +356,8 @@ class Engine:
             store=store,
         )
         if base_writes is None:
-            base_writes = self.saver.get_writes(base.thread_id, base.checkpoint_id)
-        self.carry_writes(base_writes, checkpoint)
+            base_writes = await self.io(self.saver.get_writes, base.thread_id, base.checkpoint_id)
+        await self.io(self.carry_writes, base_writes, checkpoint)
         return checkpoint
 
     def carry_writes(self, writes: Sequence[PendingWrite], checkpoint: Checkpoint) -> None:
@@ -454,7 +466,7 @@ class Engine:
             extra = {Extra.COMPLETION_PENDING: True} if completion_pending else {}
         if barriers:
             extra[Extra.BARRIERS] = barriers
-        new = self.save_child(
+        new = await self.save_child(
             checkpoint,
             values=merged,
             tasks=tuple(next_tasks),
@@ -483,7 +495,7 @@ class Engine:
         extra: dict[str, Any] = {}
         if barriers:
             extra[Extra.BARRIERS] = barriers
-        return self.save_child(
+        return await self.save_child(
             checkpoint,
             values=values,
             tasks=tuple(tasks),
@@ -521,7 +533,7 @@ class Engine:
             tasks = tuple(next_tasks)
             extra = {Extra.BARRIERS: barriers} if barriers else {}
         same_run = base is not None and _loop.same_run(base, latest, config.checkpoint_id)
-        return self.save(
+        return await self.save(
             Checkpoint(
                 thread_id=thread_id,
                 checkpoint_id=new_id(),
@@ -538,10 +550,12 @@ class Engine:
             store,
         )
 
-    def complete(self, checkpoint: Checkpoint, config: RunnableConfig) -> tuple[NodeOutput, Any]:
+    async def complete(
+        self, checkpoint: Checkpoint, config: RunnableConfig
+    ) -> tuple[NodeOutput, Any]:
         """The END output and the run's result (state data, or a CheckpointSaverTag)."""
         output = self.output(END, checkpoint, config, self.state(checkpoint.values))
         if self.config.release_thread and self.saver is not None:
-            released = self.saver.release(checkpoint.thread_id)
+            released = await self.io(self.saver.release, checkpoint.thread_id)
             return output, CheckpointSaverTag(checkpoint.thread_id, tuple(released))
         return output, dict(checkpoint.values)

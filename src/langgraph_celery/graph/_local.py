@@ -44,7 +44,7 @@ async def _run_tasks(
     return list(await asyncio.gather(*coroutines, return_exceptions=True))
 
 
-def _keep_writes(
+async def _keep_writes(
     engine: Engine, checkpoint: Checkpoint, tasks: Sequence[PendingTask], writes: Mapping[str, Any]
 ) -> None:
     """Store the writes of ``tasks`` as pending writes of ``checkpoint`` (first write wins)."""
@@ -52,7 +52,8 @@ def _keep_writes(
         return
     for task in tasks:
         if task.id in writes:
-            engine.saver.put_writes(
+            await engine.io(
+                engine.saver.put_writes,
                 checkpoint.thread_id,
                 checkpoint.checkpoint_id,
                 task.id,
@@ -77,7 +78,8 @@ async def _execute_step(engine: Engine, checkpoint: Checkpoint, config: Runnable
     saver = engine.saver
     writes: dict[str, Any] = {}
     if saver is not None and _loop.is_continued(checkpoint):
-        for write in saver.get_writes(checkpoint.thread_id, checkpoint.checkpoint_id):
+        stored = await engine.io(saver.get_writes, checkpoint.thread_id, checkpoint.checkpoint_id)
+        for write in stored:
             writes[write.task_id] = write.update
     todo = [task for task in checkpoint.tasks if task.id not in writes]
     results = await _run_tasks(engine, checkpoint, todo, config)
@@ -136,7 +138,7 @@ async def run_local(
             )
         checkpoint, decision = await engine.next_decision(checkpoint, config, steps)
         if decision.action is Action.COMPLETE:
-            end, outcome.value = engine.complete(checkpoint, config)
+            end, outcome.value = await engine.complete(checkpoint, config)
             outcome.done = True
             yield end
             return
@@ -153,7 +155,7 @@ async def run_local(
         decision = _loop.decide_step(checkpoint.tasks, step.marks)
         if decision.action is not Action.COMMIT:
             # a stopped step keeps the updates of the tasks that succeeded, for the resume
-            _keep_writes(engine, checkpoint, step.ran, updates)
+            await _keep_writes(engine, checkpoint, step.ran, updates)
             if decision.action is Action.PARK:
                 assert decision.parking is not None
                 outcome.value = engine.interruption(checkpoint, decision.parking)
@@ -165,7 +167,7 @@ async def run_local(
         except GraphError:
             # Every node ran, the step failed as a whole (conflicting writes, a route): keep the
             # updates, as the Celery workers do, so that a resume merges them again.
-            _keep_writes(engine, checkpoint, checkpoint.tasks, updates)
+            await _keep_writes(engine, checkpoint, checkpoint.tasks, updates)
             raise
         for output in result.outputs:
             yield output

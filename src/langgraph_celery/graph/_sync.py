@@ -1,34 +1,68 @@
-"""Driving async generators and coroutines from plain code.
+"""Driving async generators and coroutines from plain code, and keeping blocking calls off a
+caller's event loop.
 
 Each thread keeps one event loop for the plain API (``invoke``, ``stream``), so a call costs no
 loop set-up; when the calling thread is already running a loop (a plain call made from inside
 async code), the work runs on a helper thread with its own loop instead.
+
+Those loops are the library's own: blocking on them (a checkpoint store's round trip, a message
+to the broker) holds up nobody else.  On a caller's loop (``ainvoke``, ``astream``,
+``aupdate_state`` awaited by the user) a blocking call runs on a thread instead
+(:func:`blocking`), or a coroutine made of them on one of our loops (:func:`off_loop`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Coroutine
+import weakref
+from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["SHARED_POOL", "run_sync", "step_sync"]
+__all__ = ["SHARED_POOL", "blocking", "off_loop", "on_own_loop", "run_sync", "step_sync"]
 
 T = TypeVar("T")
 
 #: Threads for plain nodes of parallel steps and for plain hooks around async actions.
 SHARED_POOL = ThreadPoolExecutor(max_workers=64, thread_name_prefix="langgraph-celery")
 _HELPER = ThreadPoolExecutor(max_workers=8, thread_name_prefix="langgraph-celery-sync")
+_IO_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="langgraph-celery-io")
 _local = threading.local()
+_OWN_LOOPS: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
 
 def _thread_loop() -> asyncio.AbstractEventLoop:
     loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
     if loop is None or loop.is_closed():
         loop = asyncio.new_event_loop()
+        _OWN_LOOPS.add(loop)
         _local.loop = loop
     return loop
+
+
+def on_own_loop() -> bool:
+    """Whether the running event loop is one of the library's (blocking on it is harmless)."""
+    try:
+        return asyncio.get_running_loop() in _OWN_LOOPS
+    except RuntimeError:
+        return True
+
+
+async def blocking(call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)``, a blocking call: inline on our own loop, on a thread on a caller's."""
+    if on_own_loop():
+        return call(*args)
+    return await asyncio.get_running_loop().run_in_executor(_IO_POOL, call, *args)
+
+
+async def off_loop(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Await ``coroutine`` (made of blocking calls) on one of our loops, so that it never
+    blocks a caller's loop."""
+    if on_own_loop():
+        return await coroutine
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_HELPER, lambda: _thread_loop().run_until_complete(coroutine))
 
 
 def _in_running_loop() -> bool:

@@ -72,12 +72,14 @@ class _LocalSource:
         engine = self.engine
         assert engine.saver is not None
         thread_id = engine.require_thread(config)
-        base = engine.saver.get(thread_id, config.checkpoint_id)
+        base = await engine.io(engine.saver.get, thread_id, config.checkpoint_id)
         if base is None and config.checkpoint_id is not None:
             raise GraphStateError(
                 f"thread {thread_id!r} has no checkpoint {config.checkpoint_id!r}"
             )
-        latest = base if config.checkpoint_id is None else engine.saver.get(thread_id)
+        latest = base
+        if config.checkpoint_id is not None:
+            latest = await engine.io(engine.saver.get, thread_id)
         return await engine.update(base, latest, values, as_node, config)
 
 

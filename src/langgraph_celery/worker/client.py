@@ -115,7 +115,14 @@ class CelerySource:
     async def begin(
         self, graph_input: GraphInput, config: RunnableConfig
     ) -> tuple[Checkpoint, NodeOutput | None]:
-        """Store the run's first checkpoint and send its first tasks; returns at once."""
+        """Store the run's first checkpoint and send its first tasks; returns at once.  It is
+        made of blocking calls (the store, the broker): on a caller's event loop it runs on one
+        of the library's own."""
+        return await _sync.off_loop(self._begin(graph_input, config))
+
+    async def _begin(
+        self, graph_input: GraphInput, config: RunnableConfig
+    ) -> tuple[Checkpoint, NodeOutput | None]:
         runtime = self.runtime
         thread_id = runtime.engine.require_thread(config)
         if graph_input.value:  # a value that cannot be stored fails before the claim
@@ -211,7 +218,13 @@ class CelerySource:
         self, config: RunnableConfig, values: Mapping[str, Any] | None, as_node: str | None
     ) -> Checkpoint:
         """``update_state`` on Celery: refused while a run of the thread is running (a node's
-        update is never overwritten), and claimed as a start or resume is."""
+        update is never overwritten), and claimed as a start or resume is.  Off a caller's
+        event loop, as :meth:`begin`."""
+        return await _sync.off_loop(self._update_state(config, values, as_node))
+
+    async def _update_state(
+        self, config: RunnableConfig, values: Mapping[str, Any] | None, as_node: str | None
+    ) -> Checkpoint:
         runtime = self.runtime
         thread_id = runtime.engine.require_thread(config)
         view, claim = self._claim_thread(thread_id)
@@ -441,8 +454,8 @@ class CelerySource:
         stops, not at every step.
         """
         runtime = self.runtime
-        subscription = runtime.executor.notifier.subscribe(
-            checkpoint.thread_id, final=not steps, run_id=checkpoint.run_id
+        subscription = await _sync.blocking(
+            runtime.executor.notifier.subscribe, checkpoint.thread_id, not steps, checkpoint.run_id
         )
         loop = asyncio.get_running_loop()
         seen = checkpoint
@@ -450,7 +463,9 @@ class CelerySource:
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while True:
-                view = _store(lambda: runtime.saver.get_with_writes(checkpoint.thread_id))
+                view = await _sync.blocking(
+                    _store, runtime.saver.get_with_writes, checkpoint.thread_id
+                )
                 latest = view.checkpoint
                 if latest is None:
                     raise GraphStateError(
@@ -458,14 +473,17 @@ class CelerySource:
                     )
                 if latest.checkpoint_id != seen.checkpoint_id:
                     if steps:
-                        for step in _store(self._since, latest, seen.checkpoint_id):
+                        since = await _sync.blocking(
+                            _store, self._since, latest, seen.checkpoint_id
+                        )
+                        for step in since:
                             for output in self._outputs(step, config):
                                 yield output
                     seen = latest
                     delay = _POLL_MIN
                 status = status_of(view)
                 if status.terminal:
-                    for output in self._settle(status, config, outcome):
+                    for output in await self._settle(status, config, outcome):
                         yield output
                     return
                 pause = _WAKE_FALLBACK if subscription is not None else delay
@@ -484,9 +502,11 @@ class CelerySource:
                     delay = min(delay * 2, _POLL_MAX)
         finally:
             if subscription is not None:
-                subscription.close()
+                subscription.close()  # (returns the connection to the notifier: no round trip)
 
-    def _settle(self, status: Status, config: RunnableConfig, outcome: Outcome) -> list[NodeOutput]:
+    async def _settle(
+        self, status: Status, config: RunnableConfig, outcome: Outcome
+    ) -> list[NodeOutput]:
         engine = self.runtime.engine
         checkpoint = status.checkpoint
         assert checkpoint is not None
@@ -499,7 +519,7 @@ class CelerySource:
             raise _error_from(status.failure)
         if status.status is RunStatus.CANCELLED:
             raise GraphStateError(f"run {checkpoint.run_id} was cancelled")
-        end, value = engine.complete(checkpoint, config)
+        end, value = await engine.complete(checkpoint, config)
         outcome.value, outcome.done = value, True
         return [end]
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from langgraph_celery.checkpoint.base import Checkpoint
 from langgraph_celery.errors import GraphStateError
+from langgraph_celery.graph import _sync
 from langgraph_celery.graph._local import Outcome
 from langgraph_celery.graph._loop import Status
 from langgraph_celery.graph.config import RunnableConfig
@@ -109,7 +110,7 @@ class RunHandle:
                 if status.terminal:
                     outcome = Outcome()
                     config = RunnableConfig(thread_id=self.thread_id)
-                    self._source()._settle(status, config, outcome)
+                    _sync.run_sync(self._source()._settle(status, config, outcome))
                     return GraphResult.of(outcome.value)
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
