@@ -888,10 +888,10 @@ def worker_log_summary(workers: Sequence[Worker]) -> dict[str, int]:
     patterns = {
         "pool process exited with signal 9": "exited with 'signal 9",
         "task handler: WorkerLostError": "Task handler raised error: WorkerLostError",
-        "checkpoint store error, task retried": "checkpoint store error",
+        "checkpoint store error, task retried": "Retry in",
         "task dropped: checkpoint gone": "no longer exists",
         "message rejected": "rejected",
-        "node failed": ") failed: ",
+        "node failed": "raised unexpected: NodeError",
     }
     counts: Counter[str] = Counter()
     for worker in workers:

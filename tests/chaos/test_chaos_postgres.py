@@ -111,7 +111,7 @@ def test_connections_killed_mid_run(stack: ChaosStack, reaper: ReaperThread) -> 
     logs = stack.logs(tail=10**7)
     print(
         f"postgres chaos: {killer.rounds} kill rounds, {killer.terminated} backends terminated, "
-        f"{logs.count('checkpoint store error')} node retries, "
+        f"{logs.count('OperationalError')} store errors retried, "
         f"{len(reaper.threads('redispatched'))} runs re-dispatched, "
         f"{len(reaper.threads('finished'))} steps finished by the reaper"
     )

@@ -42,7 +42,7 @@ from langgraph_celery.worker.names import RESUME_TASK, node_task_name
 
 GATE, BEFORE = "fixed-gate", "fixed-before"
 #: Log records the library writes about a message it refuses (the rest are Celery's).
-OURS = re.compile(r"^(rejected |dropping task |node .* failed|checkpoint store error)")
+OURS = re.compile(r"^(rejected |dropping task )")
 #: No log record may be this long: payloads are never dumped into the log.
 MAX_RECORD = 20_000
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from langgraph_celery.checkpoint.base import (
@@ -60,6 +61,18 @@ class StepResult:
     checkpoint: Checkpoint
     outputs: list[NodeOutput] = field(default_factory=list)
     interruption: InterruptionMetadata | None = None
+
+
+async def _as_node(node: str, where: str, call: Callable[[], Any]) -> Any:
+    """The result of user code run for ``node`` besides its action (its conditional edge, its
+    ``InterruptibleAction``); what it raises fails the run as the node's failure, alike in
+    every executor."""
+    try:
+        return await _resolve(call())
+    except GraphError:
+        raise
+    except Exception as error:
+        raise NodeError(node, type(error).__name__, f"{error} (in its {where})") from error
 
 
 class Engine:
@@ -171,14 +184,8 @@ class Engine:
         decisions = {}
         for source in sources:
             if source in self.spec.conditional:
-                try:
-                    result = await self.runner.run_route(source, values, config)
-                except GraphError:
-                    raise
-                except Exception as error:  # as a failed node: both executors report it alike
-                    raise NodeError(
-                        source, type(error).__name__, f"{error} (in its conditional edge)"
-                    ) from error
+                route = partial(self.runner.run_route, source, values, config)
+                result = await _as_node(source, "conditional edge", route)
                 decisions[source] = _algo.decide_route(self.spec, source, result)
         return decisions
 
@@ -418,16 +425,8 @@ class Engine:
         for node in nodes:
             action = self.runner.interruptible(node)
             node_config = config._for_runtime(node_id=node)
-            try:
-                found = await _resolve(
-                    action.interrupt(node, self.state(checkpoint.values), node_config)
-                )
-            except GraphError:
-                raise
-            except Exception as error:  # as a failed node: both executors report it alike
-                raise NodeError(
-                    node, type(error).__name__, f"{error} (in its InterruptibleAction)"
-                ) from error
+            ask = partial(action.interrupt, node, self.state(checkpoint.values), node_config)
+            found = await _as_node(node, "InterruptibleAction", ask)
             if found is not None:
                 return Parking(found.node_id, found.reason, dict(found.metadata or {}))
         return None

@@ -43,7 +43,17 @@ SAFE_SETTINGS: dict[str, Any] = {
 }
 
 _REGISTRY_ATTR = "_langgraph_celery_runtimes"
-_STORE_RETRIES = 20
+#: A task whose checkpoint store is unreachable (a connection killed, a failover) runs again:
+#: nothing it applied would be applied twice.  Celery's own retries do it, with exponential
+#: backoff and jitter (up to 10 s apart, 20 times); the client's calls have their policy in
+#: ``worker/client.py``.
+_STORE_RETRY: dict[str, Any] = {
+    "autoretry_for": (OperationalError, InterfaceError),
+    "retry_backoff": 1,
+    "retry_backoff_max": 10,
+    "retry_jitter": True,
+    "max_retries": 20,
+}
 
 
 def _apply_safe_settings(app: Any) -> None:
@@ -233,20 +243,19 @@ class CeleryExecutor:
                 limit = float(app.conf.broker_transport_options.get("visibility_timeout", 3600))
                 raise task.retry(countdown=min(countdown, limit * 0.9), exc=error, max_retries=None)
 
-            try:
-                return runtime.run_node(envelope, int(task.request.retries or 0), retry)
-            except (OperationalError, InterfaceError) as error:
-                # The checkpoint store is unreachable (connection killed, failover): nothing was
-                # applied that a retry would apply twice, so run the task again shortly.
-                log.warning("checkpoint store error in %s, retrying: %s", name, error)
-                raise task.retry(countdown=0.5, exc=error, max_retries=_STORE_RETRIES) from error
+            return runtime.run_node(envelope, int(task.request.retries or 0), retry)
 
         run_node.__name__ = f"node_{node}"
         # shared=False: a shared task would be added to every other app of the process too,
         # running this app's graphs (registry, saver) on the other app's workers.
-        app.task(name=name, bind=True, acks_late=True, reject_on_worker_lost=True, shared=False)(
-            run_node
-        )
+        app.task(
+            name=name,
+            bind=True,
+            acks_late=True,
+            reject_on_worker_lost=True,
+            shared=False,
+            **_STORE_RETRY,
+        )(run_node)
 
     def _register_common_tasks(self) -> None:
         app = self.app
@@ -259,14 +268,11 @@ class CeleryExecutor:
             if runtime is None:
                 log.error("rejected resume: unknown graph %r", envelope.graph_id)
                 raise Reject(f"unknown graph {envelope.graph_id!r}", requeue=False)
-            try:
-                return runtime.resume(envelope)
-            except (OperationalError, InterfaceError) as error:
-                # as for a node: sending the resumed step again is applied once
-                log.warning("checkpoint store error in %s, retrying: %s", names.RESUME_TASK, error)
-                raise task.retry(countdown=0.5, exc=error, max_retries=_STORE_RETRIES) from error
+            return runtime.resume(envelope)
 
-        app.task(name=names.RESUME_TASK, bind=True, acks_late=True, shared=False)(resume)
+        app.task(name=names.RESUME_TASK, bind=True, acks_late=True, shared=False, **_STORE_RETRY)(
+            resume
+        )
 
         def reap_task(task: Any) -> dict[str, Any]:
             from langgraph_celery.beat.reaper import reap
