@@ -174,3 +174,24 @@ def test_the_async_api_on_celery_never_blocks_the_callers_loop(
     assert seen["outputs"] == ["__START__", "a"]
     assert seen["updated"]
     assert seen["final"] == ["a", "gate", "b"]
+
+
+def test_a_thread_parked_by_one_graph_is_refused_to_another_and_stays_resumable(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    gate, slow = celery_stack.graph("gate"), celery_stack.graph("slow")
+    config = RunnableConfig(thread_id=thread)
+    interruption = gate.invoke_final({"topic": "t"}, config)
+    assert interruption is not None and interruption.node_id == "gate"
+
+    for call in (
+        lambda: slow.invoke(GraphInput.resume({"approved": True}), config, timeout=10),
+        lambda: slow.invoke({"thread": thread}, config, timeout=10),
+        lambda: slow.update_state(config, {"approved": True}),
+    ):
+        with pytest.raises(GraphStateError) as caught:
+            call()
+        assert "graph 'gate'" in str(caught.value) and "graph 'slow'" in str(caught.value)
+    # nothing was claimed or stored: the owner resumes its thread
+    state = gate.invoke(GraphInput.resume({"approved": True}), config, timeout=20)
+    assert state.data["log"] == ["a", "gate", "b"]

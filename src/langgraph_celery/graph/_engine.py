@@ -7,6 +7,7 @@ Every executor drives runs through it; only *how the tasks of a step are execute
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -82,6 +83,8 @@ class Engine:
         self.spec = spec
         self.config = config
         self.graph_id = graph_id
+        #: the graph that owns the threads it runs on (only a graph compiled with a graph_id)
+        self.owner = config.graph_id
         self.saver: BaseCheckpointSaver | None = config.checkpoint_saver
         self.runner = TaskRunner(spec)
         self.interruptible = tuple(
@@ -101,6 +104,9 @@ class Engine:
         return await _sync.blocking(call, *args)
 
     async def save(self, checkpoint: Checkpoint, store: Store | None = None) -> Checkpoint:
+        if self.owner is not None and checkpoint.extra.get(Extra.GRAPH_ID) != self.owner:
+            extra = {**checkpoint.extra, Extra.GRAPH_ID: self.owner}
+            checkpoint = dataclasses.replace(checkpoint, extra=extra)
         if store is not None:
             return await self.io(store, checkpoint)
         return await self.io(self.saver.put, checkpoint) if self.saver is not None else checkpoint
@@ -169,6 +175,12 @@ class Engine:
         if mode is StreamMode.UPDATES:
             return NodeOutput(node, state, dict(update) if update is not None else {})
         return NodeOutput(node, state)
+
+    def check_owner(self, checkpoint: Checkpoint | None) -> None:
+        """Refuse to move a thread that holds another graph's runs (``GraphStateError``)."""
+        why = _loop.foreign_graph(checkpoint, self.owner)
+        if why is not None:
+            raise GraphStateError(why)
 
     def require_thread(self, config: RunnableConfig) -> str:
         if config.thread_id is None:
@@ -242,6 +254,7 @@ class Engine:
         pending writes if the caller has read them; ``extra`` goes into the stored checkpoint's
         ``extra`` (what an executor records about the invocation); ``store`` stores it."""
         thread_id = config.thread_id
+        self.check_owner(base)
         added = dict(extra or {})
         if graph_input.is_resume:
             stored = await self._resume(
@@ -519,6 +532,7 @@ class Engine:
         reducers; ``next`` what ``as_node``'s edges pick, else ``base``'s.  It continues
         ``base``'s run when ``base`` is the latest (a parked run is resumed after it)."""
         thread_id = self.require_thread(config)
+        self.check_owner(latest or base)
         merged = dict(base.values) if base is not None else initial_values(self.spec.schema)
         apply_update(self.spec.schema, merged, values or {})
         tasks = base.tasks if base is not None else ()

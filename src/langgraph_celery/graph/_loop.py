@@ -46,6 +46,7 @@ __all__ = [
     "decide_next",
     "decide_step",
     "fail",
+    "foreign_graph",
     "has_pending",
     "is_continued",
     "is_resumed",
@@ -69,6 +70,8 @@ class Extra:
     #: (Celery) what an invocation was started with (recursion limit, metadata), recorded in
     #: its first checkpoint, so a re-dispatched run keeps them
     RUN_CONFIG: Final = "celery_run_config"
+    #: the ``graph_id`` of the graph whose runs the thread holds (graphs compiled with one)
+    GRAPH_ID: Final = "graph_id"
 
 
 class Mark:
@@ -361,6 +364,20 @@ def carried_writes(writes: Iterable[PendingWrite]) -> list[PendingWrite]:
     """The writes of a checkpoint that a resume or fork from it carries over: node updates, not
     marks (they belong to the old checkpoint)."""
     return [write for write in writes if write.task_id not in _MARK_IDS]
+
+
+def foreign_graph(checkpoint: Checkpoint | None, graph_id: str | None) -> str | None:
+    """Why graph ``graph_id`` may not start, resume, fork or update runs on ``checkpoint``'s
+    thread (it holds another graph's runs), or ``None``.  Only graphs compiled with a
+    ``graph_id`` own their threads."""
+    owner = checkpoint.extra.get(Extra.GRAPH_ID) if checkpoint is not None else None
+    if checkpoint is None or owner is None or graph_id is None or owner == graph_id:
+        return None
+    return (
+        f"thread {checkpoint.thread_id!r} holds runs of graph {owner!r}; graph {graph_id!r} "
+        f"cannot start, resume or update runs on it: use graph {owner!r} for this thread, or "
+        "another thread"
+    )
 
 
 def same_run(base: Checkpoint, latest: Checkpoint | None, checkpoint_id: str | None) -> bool:

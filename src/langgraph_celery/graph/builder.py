@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from langgraph_celery.errors import GraphDefinitionError
 from langgraph_celery.graph._callables import CallableSpec
-from langgraph_celery.graph.config import CompileConfig
+from langgraph_celery.graph.config import CompileConfig, check_id
 from langgraph_celery.graph.state import AgentState, Channel
 from langgraph_celery.graph.types import END, START
 
@@ -133,6 +133,8 @@ class StateGraph:
             self._problems.append(f"node id must be a non-empty string, got {id!r}")
         elif id in (START, END):
             self._problems.append(f"node id {id!r} is reserved; choose another name")
+        elif check_id("node id", id):
+            self._problems.append(str(check_id("node id", id)))
         elif id in self._nodes:
             self._problems.append(f"node {id!r} is added twice; node ids must be unique")
         elif not callable(action):

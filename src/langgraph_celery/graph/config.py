@@ -14,10 +14,24 @@ from langgraph_celery.graph.types import StreamMode
 if TYPE_CHECKING:
     from langgraph_celery.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["RESERVED_METADATA_KEYS", "CompileConfig", "RunnableConfig"]
+__all__ = ["MAX_ID_LENGTH", "RESERVED_METADATA_KEYS", "CompileConfig", "RunnableConfig", "check_id"]
 
 #: Metadata keys the runtime owns; ``put_metadata``/``add_metadata`` refuse them.
 RESERVED_METADATA_KEYS = frozenset({"graph_id", "node_id", "node_path", "thread_id", "run_id"})
+
+#: The longest thread, graph or node id: what a checkpoint store's id columns keep.  A longer one
+#: is refused where it is given, before anything is stored or sent.
+MAX_ID_LENGTH = 255
+
+
+def check_id(what: str, value: str) -> str | None:
+    """Why ``value`` cannot be a ``what`` id (too long), or ``None``."""
+    if len(value) > MAX_ID_LENGTH:
+        return (
+            f"{what} is {len(value)} characters long; ids have at most {MAX_ID_LENGTH} "
+            f"characters (the checkpoint store's id columns): {value[:40]!r}..."
+        )
+    return None
 
 
 def _check_limit(name: str, value: int | None) -> None:
@@ -60,6 +74,9 @@ class CompileConfig:
         _check_limit("recursion_limit", self.recursion_limit)
         if self.graph_id is not None and (not isinstance(self.graph_id, str) or not self.graph_id):
             raise ValueError(f"graph_id must be a non-empty string, got {self.graph_id!r}")
+        too_long = self.graph_id is not None and check_id("graph_id", self.graph_id)
+        if too_long:
+            raise ValueError(too_long)
 
 
 def _check_metadata_key(key: str) -> None:
@@ -93,8 +110,12 @@ class RunnableConfig:
         _check_limit("recursion_limit", self.recursion_limit)
         if not isinstance(self.stream_mode, StreamMode):
             object.__setattr__(self, "stream_mode", StreamMode(self.stream_mode))
-        if self.thread_id is not None and not isinstance(self.thread_id, str):
-            raise TypeError(f"thread_id must be a string, got {type(self.thread_id).__name__}")
+        if self.thread_id is not None:
+            if not isinstance(self.thread_id, str):
+                raise TypeError(f"thread_id must be a string, got {type(self.thread_id).__name__}")
+            too_long = check_id("thread_id", self.thread_id)
+            if too_long:
+                raise ValueError(too_long)
         if not isinstance(self.metadata, MappingProxyType):
             for key in self.metadata:
                 _check_metadata_key(key)

@@ -251,6 +251,7 @@ class CelerySource:
         latest = view.checkpoint
         if latest is None:
             return view, None
+        self.runtime.engine.check_owner(latest)
         status = status_of(view)
         if status.status is RunStatus.RUNNING:
             raise _busy(thread_id, status)

@@ -249,7 +249,8 @@ class GraphRuntime:
             )
             return TaskResult(TaskStatus.STALE, envelope.node).to_data()
         task = next((t for t in checkpoint.tasks if t.id == envelope.task_id), None)
-        if task is None or task.node != envelope.node:
+        foreign = _loop.foreign_graph(checkpoint, self.engine.owner)
+        if task is None or task.node != envelope.node or foreign is not None:
             log.error(
                 "rejected message: checkpoint %s of thread %r has no task %r for node %r",
                 envelope.checkpoint_id,
@@ -416,15 +417,23 @@ class GraphRuntime:
             )
             return TaskResult(TaskStatus.REJECTED).to_data()
         marks = StepMarks.of_view(view)
-        if checkpoint.kind is not CheckpointKind.RESUME or marks.stopped or marks.step_committed:
+        foreign = _loop.foreign_graph(checkpoint, self.engine.owner)
+        if (
+            checkpoint.kind is not CheckpointKind.RESUME
+            or marks.stopped
+            or marks.step_committed
+            or foreign is not None
+        ):
             # Only the checkpoint a client's resume stored is dispatched from here: a message
             # naming a parked, failed or cancelled checkpoint, or a step of a run, never moves it.
             log.error(
-                "rejected resume: checkpoint %s of thread %r is not a pending resume (kind %r%s)",
+                "rejected resume: checkpoint %s of thread %r is not a pending resume of graph "
+                "%r (kind %r%s)",
                 envelope.checkpoint_id,
                 envelope.thread_id,
+                self.graph_id,
                 checkpoint.kind.value,
-                ", stopped" if marks.stopped else "",
+                ", stopped" if marks.stopped else (", another graph's" if foreign else ""),
             )
             return TaskResult(TaskStatus.REJECTED).to_data()
         config = self.config_for(envelope)

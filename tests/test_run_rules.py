@@ -1,0 +1,79 @@
+"""Rules every executor applies before it stores anything: ids fit the store, and a thread's
+runs belong to the graph that started them (SPEC §8), checked in process over every saver."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from langgraph_celery import (
+    END,
+    START,
+    CompileConfig,
+    GraphDefinitionError,
+    GraphInput,
+    GraphStateError,
+    RunnableConfig,
+    StateGraph,
+)
+from langgraph_celery.checkpoint import BaseCheckpointSaver
+
+
+def two_steps(saver: BaseCheckpointSaver, graph_id: str | None, **options: Any) -> Any:
+    return (
+        StateGraph()
+        .add_node("a", lambda state: {"log": [*state.value("log", []), "a"]})
+        .add_node("b", lambda state: {"log": [*state.value("log", []), "b"]})
+        .add_edge(START, "a")
+        .add_edge("a", "b")
+        .add_edge("b", END)
+        .compile(CompileConfig(checkpoint_saver=saver, graph_id=graph_id, **options))
+    )
+
+
+def test_ids_longer_than_the_store_keeps_are_refused_where_they_are_given() -> None:
+    with pytest.raises(ValueError, match="thread_id is 256 characters long; ids have at most 255"):
+        RunnableConfig(thread_id="t" * 256)
+    with pytest.raises(ValueError, match="graph_id is 300 characters long"):
+        CompileConfig(graph_id="g" * 300)
+    graph = StateGraph().add_node("n" * 256, lambda state: None)
+    with pytest.raises(GraphDefinitionError, match="node id is 256 characters long"):
+        graph.add_edge(START, "n" * 256).add_edge("n" * 256, END).compile()
+
+
+def test_ids_of_255_characters_are_stored_and_read_back(saver: BaseCheckpointSaver) -> None:
+    graph = two_steps(saver, "g" * 255)
+    config = RunnableConfig(thread_id="t" * 255)
+    assert graph.invoke({"log": []}, config).data["log"] == ["a", "b"]
+    assert graph.get_state(config).state.data["log"] == ["a", "b"]
+    assert len(graph.get_state_history(config)) == 3  # input, after a, after b
+
+
+def test_a_threads_runs_belong_to_the_graph_that_started_them(saver: BaseCheckpointSaver) -> None:
+    mine = two_steps(saver, "mine", interrupt_before=["b"])
+    other = two_steps(saver, "other")
+    config = RunnableConfig(thread_id="shared")
+    assert mine.invoke({"log": []}, config).data["log"] == ["a"]  # parked before b
+    history = len(mine.get_state_history(config))
+
+    for call in (
+        lambda: other.invoke(GraphInput.resume(), config),
+        lambda: other.invoke({"log": ["x"]}, config),
+        lambda: other.update_state(config, {"log": ["x"]}),
+    ):
+        with pytest.raises(GraphStateError) as caught:
+            call()
+        assert "graph 'mine'" in str(caught.value) and "graph 'other'" in str(caught.value)
+    assert len(mine.get_state_history(config)) == history  # nothing was stored
+
+    # the owner still resumes its own thread, and another thread is free for the other graph
+    assert mine.invoke(GraphInput.resume(), config).data["log"] == ["a", "b"]
+    assert other.invoke({"log": []}, RunnableConfig(thread_id="its-own")).data["log"] == ["a", "b"]
+
+
+def test_graphs_compiled_without_a_graph_id_share_threads(saver: BaseCheckpointSaver) -> None:
+    first, second = two_steps(saver, None), two_steps(saver, None)
+    config = RunnableConfig(thread_id="anyone")
+    assert first.invoke({"log": []}, config).data["log"] == ["a", "b"]
+    assert second.invoke({"log": ["again"]}, config).data["log"] == ["again", "a", "b"]
