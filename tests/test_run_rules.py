@@ -10,10 +10,12 @@ import pytest
 from langgraph_celery import (
     END,
     START,
+    Channel,
     CompileConfig,
     GraphDefinitionError,
     GraphInput,
     GraphStateError,
+    InvalidUpdateError,
     RunnableConfig,
     StateGraph,
 )
@@ -77,3 +79,29 @@ def test_graphs_compiled_without_a_graph_id_share_threads(saver: BaseCheckpointS
     config = RunnableConfig(thread_id="anyone")
     assert first.invoke({"log": []}, config).data["log"] == ["a", "b"]
     assert second.invoke({"log": ["again"]}, config).data["log"] == ["again", "a", "b"]
+
+
+def test_a_reducer_that_raises_fails_the_run_naming_the_key_and_the_node(
+    saver: BaseCheckpointSaver,
+) -> None:
+    def picky(old: Any, new: Any) -> Any:
+        if new == "poison":
+            raise ValueError("no poison here")
+        return new
+
+    graph = (
+        StateGraph({"checked": Channel(reducer=picky)})
+        .add_node("p", lambda state: {"checked": "poison"})
+        .add_edge(START, "p")
+        .add_edge("p", END)
+        .compile(CompileConfig(checkpoint_saver=saver))
+    )
+    config = RunnableConfig(thread_id="t")
+    with pytest.raises(InvalidUpdateError) as caught:
+        graph.invoke({}, config)
+    assert "the reducer of key 'checked' refused node 'p''s update" in str(caught.value)
+    assert "ValueError: no poison here" in str(caught.value)
+    assert isinstance(caught.value.__cause__, ValueError)
+    assert graph.get_state(config).next == ("p",)  # the failed step stays for a resume
+    with pytest.raises(InvalidUpdateError, match="refused the input"):
+        graph.invoke({"checked": "poison"}, RunnableConfig(thread_id="other"))

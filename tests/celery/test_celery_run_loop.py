@@ -15,8 +15,10 @@ from langgraph_celery import (
     CompileConfig,
     GraphInput,
     GraphStateError,
+    InvalidUpdateError,
     NodeError,
     RunnableConfig,
+    SerializationError,
     StateGraph,
 )
 from langgraph_celery.celery import RunHandle
@@ -195,3 +197,34 @@ def test_a_thread_parked_by_one_graph_is_refused_to_another_and_stays_resumable(
     # nothing was claimed or stored: the owner resumes its thread
     state = gate.invoke(GraphInput.resume({"approved": True}), config, timeout=20)
     assert state.data["log"] == ["a", "gate", "b"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "fan", "error"),
+    [
+        ("unserializable", False, SerializationError),
+        ("unserializable", True, SerializationError),
+        ("refused", False, InvalidUpdateError),
+        ("refused", True, InvalidUpdateError),
+    ],
+)
+def test_an_update_the_store_or_a_reducer_refuses_fails_the_run_at_once(
+    celery_stack: CeleryStack,
+    thread: str,
+    redis_client: Any,
+    mode: str,
+    fan: bool,
+    error: type[Exception],
+) -> None:
+    """One task or several in the step: the run fails with the error, the node ran once, and
+    nothing is left for the reaper to run again."""
+    graph = celery_stack.graph("poison")
+    config = RunnableConfig(thread_id=thread)
+    handle = graph.start({"thread": thread, "mode": mode, "fan": fan}, config)
+    with pytest.raises(error) as caught:
+        handle.wait(timeout=20)
+    assert ("'blob'" if mode == "unserializable" else "no poison here") in str(caught.value)
+    assert handle.status() == "failed"
+    assert int(redis_client.get(f"calls:{thread}:p")) == 1
+    # the failed step stays for a resume, whose update fixes the cause this time
+    assert celery_stack.saver.get(thread).next == (("p", "q") if fan else ("p",))

@@ -77,9 +77,9 @@ def merge_writes(
                         "write it from one node"
                     )
                 writers[key] = node
-    for _node, update in writes:
+    for node, update in writes:
         if update:
-            apply_update(spec.schema, merged, update)
+            apply_update(spec.schema, merged, update, f"node {node!r}'s update")
     return merged
 
 

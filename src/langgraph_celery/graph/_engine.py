@@ -216,7 +216,9 @@ class Engine:
             decision = decisions.get(source)
             if decision is not None and decision.update:
                 values = dict(values)
-                apply_update(self.spec.schema, values, decision.update)
+                apply_update(
+                    self.spec.schema, values, decision.update, f"the Command of {source!r}'s edge"
+                )
         return tasks, new_barriers, values
 
     # -- the lifecycle ------------------------------------------------------------------------
@@ -271,7 +273,7 @@ class Engine:
             return forked, None
         values = dict(base.values) if base is not None else initial_values(self.spec.schema)
         if graph_input.value:
-            apply_update(self.spec.schema, values, graph_input.value)
+            apply_update(self.spec.schema, values, graph_input.value, "the input")
         run_id = run_id or new_id()
         run_config = config._for_runtime(graph_id=self.graph_id, run_id=run_id)
         tasks, barriers, values = await self.route_from([START], values, {}, run_config)
@@ -355,7 +357,7 @@ class Engine:
         assert self.saver is not None
         values = dict(base.values)
         if update:
-            apply_update(self.spec.schema, values, update)
+            apply_update(self.spec.schema, values, update, "the resume's update")
         latest = None
         if config.checkpoint_id is not None:
             latest = await self.io(self.saver.get, base.thread_id)
@@ -534,7 +536,7 @@ class Engine:
         thread_id = self.require_thread(config)
         self.check_owner(latest or base)
         merged = dict(base.values) if base is not None else initial_values(self.spec.schema)
-        apply_update(self.spec.schema, merged, values or {})
+        apply_update(self.spec.schema, merged, values or {}, "update_state's values")
         tasks = base.tasks if base is not None else ()
         extra = {k: v for k, v in (base.extra if base else {}).items() if k != Extra.RESUMED}
         if as_node is not None:

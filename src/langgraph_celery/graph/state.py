@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
+from langgraph_celery.errors import GraphError, InvalidUpdateError
 from langgraph_celery.serde import _register_builtin, _register_builtin_constant
 
 __all__ = [
@@ -193,13 +194,17 @@ def initial_values(schema: Mapping[str, Channel]) -> dict[str, Any]:
 
 
 def apply_update(
-    schema: Mapping[str, Channel], values: dict[str, Any], update: Mapping[str, Any]
+    schema: Mapping[str, Channel],
+    values: dict[str, Any],
+    update: Mapping[str, Any],
+    what: str = "the update",
 ) -> None:
-    """Merge one update into ``values`` in place, through the schema's reducers."""
+    """Merge one update into ``values`` in place, through the schema's reducers.  A reducer that
+    raises is an :class:`InvalidUpdateError` naming the key and ``what`` it refused."""
     for key, new in update.items():
         if isinstance(new, InTurn):
             for value in new.values:
-                apply_update(schema, values, {key: value})
+                apply_update(schema, values, {key: value}, what)
             continue
         if new is MARK_FOR_REMOVAL:
             values.pop(key, None)
@@ -209,7 +214,14 @@ def apply_update(
             values[key] = new
         else:
             old = values[key] if key in values else channel.default()
-            values[key] = channel.reducer(old, new)
+            try:
+                values[key] = channel.reducer(old, new)
+            except GraphError:
+                raise
+            except Exception as error:
+                raise InvalidUpdateError(
+                    f"the reducer of key {key!r} refused {what}: {type(error).__name__}: {error}"
+                ) from error
 
 
 def _has_edits(value: Any) -> bool:

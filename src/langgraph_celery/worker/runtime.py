@@ -11,6 +11,7 @@ for good is recorded on its checkpoint (the run stays resumable) and fails its C
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Mapping
@@ -24,7 +25,12 @@ from langgraph_celery.checkpoint.base import (
     PendingTask,
     Timer,
 )
-from langgraph_celery.errors import CheckpointConflictError, GraphError, NodeError
+from langgraph_celery.errors import (
+    CheckpointConflictError,
+    GraphError,
+    NodeError,
+    SerializationError,
+)
 from langgraph_celery.graph import _loop
 from langgraph_celery.graph._engine import Engine
 from langgraph_celery.graph._loop import Action, Decision, Extra, Failure, Mark, Parking, StepMarks
@@ -320,9 +326,17 @@ class GraphRuntime:
             if len(checkpoint.tasks) == 1:
                 marks = dataclasses.replace(marks, updates={task.id: update or {}})
             else:
-                saver.put_writes(
-                    checkpoint.thread_id, checkpoint.checkpoint_id, task.id, task.node, update or {}
-                )
+                try:
+                    saver.put_writes(
+                        checkpoint.thread_id,
+                        checkpoint.checkpoint_id,
+                        task.id,
+                        task.node,
+                        update or {},
+                    )
+                except SerializationError as error:  # the store refuses the update: it fails
+                    self.mark_failed(checkpoint, Failure.of_error(task.node, error))
+                    raise
                 writes = saver.get_writes(checkpoint.thread_id, checkpoint.checkpoint_id)
                 marks = StepMarks.of(writes, parent_marks)
         decision = _loop.decide_step(checkpoint.tasks, marks)
@@ -369,13 +383,15 @@ class GraphRuntime:
             # update yet), as the in-process executor does, so that a resume merges them again.
             if len(checkpoint.tasks) == 1:
                 only = checkpoint.tasks[0]
-                self.saver.put_writes(
-                    checkpoint.thread_id,
-                    checkpoint.checkpoint_id,
-                    only.id,
-                    only.node,
-                    dict(writes.get(only.id) or {}),
-                )
+                # (not kept if the update itself is what the store refuses)
+                with contextlib.suppress(SerializationError):
+                    self.saver.put_writes(
+                        checkpoint.thread_id,
+                        checkpoint.checkpoint_id,
+                        only.id,
+                        only.node,
+                        dict(writes.get(only.id) or {}),
+                    )
             self.mark_failed(checkpoint, Failure.of_error(checkpoint.next[-1], error))
             raise
         new = result.checkpoint

@@ -268,6 +268,45 @@ def flaky() -> StateGraph:
     )
 
 
+def _picky(old: Any, new: Any) -> Any:
+    if new == "poison":
+        raise ValueError("no poison here")
+    return new
+
+
+def poison() -> StateGraph:
+    """START -> p -> END (with ``fan``, START -> p and q -> END): ``p`` returns what ``mode``
+    asks: ``unserializable`` an object no serializer takes, ``refused`` a value the reducer of
+    ``checked`` raises on, else a good update.  Each node counts its calls in Redis."""
+    graph = StateGraph(
+        {"log": Channels.appender(), "checked": Channel(reducer=_picky), "blob": Channel()}
+    )
+
+    def counted(name: str, update: Callable[[AgentState], dict[str, Any]]) -> Action:
+        def action(state: AgentState) -> dict[str, Any]:
+            client = _redis()
+            try:
+                client.incr(f"calls:{state.value('thread')}:{name}")
+            finally:
+                client.close()
+            return update(state)
+
+        return action
+
+    def p_update(state: AgentState) -> dict[str, Any]:
+        mode = state.value("mode")
+        if mode == "unserializable":
+            return {"blob": object()}
+        if mode == "refused":
+            return {"checked": "poison"}
+        return {"log": ["p"]}
+
+    graph.add_node("p", counted("p", p_update))
+    graph.add_node("q", counted("q", lambda state: {"log": ["q"]}))
+    graph.add_conditional_edges(START, lambda state: ["p", "q"] if state.value("fan") else "p")
+    return graph.add_edge("p", END).add_edge("q", END)
+
+
 def slow() -> StateGraph:
     """START -> a (sleeps ``sleep`` s) -> b (``sleep_b``) -> c (``sleep_c``) -> END; each node
     counts its starts and its completed calls in Redis per thread."""
@@ -297,6 +336,7 @@ GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     "flaky": (flaky, {}),
     "slow": (slow, {}),
     "gate": (gate, {}),
+    "poison": (poison, {}),
 }
 
 
