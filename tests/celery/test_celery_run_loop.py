@@ -228,3 +228,22 @@ def test_an_update_the_store_or_a_reducer_refuses_fails_the_run_at_once(
     assert int(redis_client.get(f"calls:{thread}:p")) == 1
     # the failed step stays for a resume, whose update fixes the cause this time
     assert celery_stack.saver.get(thread).next == (("p", "q") if fan else ("p",))
+
+
+def test_a_node_whose_process_dies_every_time_fails_the_run_after_three_deliveries(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    graph = celery_stack.graph("dying")
+    config = RunnableConfig(thread_id=thread)
+    with pytest.raises(NodeError) as caught:
+        graph.invoke({"thread": thread}, config, timeout=60)
+    assert caught.value.node_id == "die"
+    assert caught.value.error_type == "WorkerLostError"
+    assert "died on each of its 3 deliveries" in str(caught.value)
+    assert int(redis_client.get(f"calls:{thread}:die")) == 3
+    assert RunHandle.from_run_id(graph, celery_stack.saver.get(thread).run_id).status() == "failed"
+
+    # resumable like any failed run: fixed, the step runs again and the run completes
+    redis_client.set(f"fixed:{thread}", 1)
+    state = graph.invoke(GraphInput.resume(), config, timeout=30)
+    assert state.data["log"] == ["a", "die"]

@@ -86,6 +86,13 @@ class Mark:
     CLAIM: Final = "__claim__"
     #: the run was cancelled here
     CANCEL: Final = "__cancel__"
+    #: (a prefix) ``__delivery__:<task id>#<n>``: the task's message came back after its worker
+    #: process died, for the ``n``-th delivery (first deliveries are not recorded)
+    DELIVERY: Final = "__delivery__:"
+
+    @staticmethod
+    def delivery(task_id: str, number: int) -> str:
+        return f"{Mark.DELIVERY}{task_id}#{number}"
 
 
 #: The marks that stop a run.
@@ -157,6 +164,8 @@ class StepMarks:
     parent_cancelled: bool = False
     #: the same run already stored the next step (this one is done)
     step_committed: bool = False
+    #: deliveries of each task's message recorded so far (see :attr:`Mark.DELIVERY`)
+    deliveries: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -166,10 +175,15 @@ class StepMarks:
         step_committed: bool = False,
     ) -> StepMarks:
         updates: dict[str, Mapping[str, Any]] = {}
+        deliveries: dict[str, int] = {}
         parking = failure = None
         cancelled = claimed = False
         for write in writes:
-            if write.task_id == Mark.INTERRUPT:
+            if write.task_id.startswith(Mark.DELIVERY):
+                task_id, _, number = write.task_id[len(Mark.DELIVERY) :].rpartition("#")
+                if number.isdigit():
+                    deliveries[task_id] = max(deliveries.get(task_id, 1), int(number))
+            elif write.task_id == Mark.INTERRUPT:
                 parking = Parking.from_data(write.update)
             elif write.task_id == Mark.ERROR:
                 failure = Failure.from_data(write.update)
@@ -187,6 +201,7 @@ class StepMarks:
             claimed,
             Mark.CANCEL in set(parent_marks),
             step_committed,
+            deliveries,
         )
 
     @classmethod
@@ -363,7 +378,11 @@ def decide_step(tasks: Sequence[PendingTask], marks: StepMarks) -> Decision:
 def carried_writes(writes: Iterable[PendingWrite]) -> list[PendingWrite]:
     """The writes of a checkpoint that a resume or fork from it carries over: node updates, not
     marks (they belong to the old checkpoint)."""
-    return [write for write in writes if write.task_id not in _MARK_IDS]
+    return [
+        write
+        for write in writes
+        if write.task_id not in _MARK_IDS and not write.task_id.startswith(Mark.DELIVERY)
+    ]
 
 
 def foreign_graph(checkpoint: Checkpoint | None, graph_id: str | None) -> str | None:

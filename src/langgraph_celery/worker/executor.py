@@ -98,6 +98,11 @@ class CeleryExecutor:
     drive the beat job that re-dispatches runs whose pending step has no live task.
     """
 
+    #: How many deliveries of a node task's message may end with its worker process dead
+    #: (killed, ``sys.exit``, the hard time limit) before the run fails instead of running the
+    #: node again.
+    max_deliveries: int = 3
+
     def __init__(
         self,
         app: Any,
@@ -243,7 +248,8 @@ class CeleryExecutor:
                 limit = float(app.conf.broker_transport_options.get("visibility_timeout", 3600))
                 raise task.retry(countdown=min(countdown, limit * 0.9), exc=error, max_retries=None)
 
-            return runtime.run_node(envelope, int(task.request.retries or 0), retry)
+            redelivered = bool((task.request.delivery_info or {}).get("redelivered"))
+            return runtime.run_node(envelope, int(task.request.retries or 0), retry, redelivered)
 
         run_node.__name__ = f"node_{node}"
         # shared=False: a shared task would be added to every other app of the process too,

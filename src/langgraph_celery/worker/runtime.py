@@ -236,8 +236,11 @@ class GraphRuntime:
 
     # -- the node task --------------------------------------------------------------------------
 
-    def run_node(self, envelope: TaskEnvelope, retries: int, retry: Any) -> dict[str, Any]:
-        """The body of a node task; ``retry(countdown, exc)`` asks Celery to retry it.
+    def run_node(
+        self, envelope: TaskEnvelope, retries: int, retry: Any, redelivered: bool = False
+    ) -> dict[str, Any]:
+        """The body of a node task; ``retry(countdown, exc)`` asks Celery to retry it;
+        ``redelivered``: the broker delivers the message again (its worker process died).
 
         One read (the checkpoint, its writes, its parent's marks) and, for a step of one task,
         one compare-and-set write: the update goes straight into the next checkpoint.  A step of
@@ -278,6 +281,8 @@ class GraphRuntime:
             return TaskResult(TaskStatus.DUPLICATE, task.node).to_data()  # a redelivery
         if marks.cancelled or (marks.stopped and len(checkpoint.tasks) == 1):
             return TaskResult(TaskStatus.STOPPED, task.node).to_data()
+        if redelivered and task.id not in marks.updates:
+            self.count_delivery(checkpoint, task, marks)
         # A sibling failed or was interrupted: this node still runs and records its update, as
         # every node of a step does in process, so that a resume finds the same writes.
         config = self.config_for(envelope)
@@ -287,6 +292,45 @@ class GraphRuntime:
             )
         )
         return result.to_data()
+
+    def count_delivery(self, checkpoint: Checkpoint, task: PendingTask, marks: StepMarks) -> None:
+        """Record one more delivery of ``task``'s message after its worker process died; past
+        ``max_deliveries`` the run fails instead of running the node again (a node that kills
+        its process every time would otherwise come back in a tight loop)."""
+        first = marks.deliveries.get(task.id, 1) + 1
+        number = next(
+            (
+                n
+                for n in range(first, first + 8)
+                if self.saver.put_writes(
+                    checkpoint.thread_id,
+                    checkpoint.checkpoint_id,
+                    Mark.delivery(task.id, n),
+                    task.node,
+                    {"at": datetime.now(UTC).isoformat()},
+                )
+            ),
+            first + 8,
+        )
+        limit = self.executor.max_deliveries
+        if number <= limit:
+            log.warning(
+                "node %r of thread %r: delivery %d of %d (its worker process died)",
+                task.node,
+                checkpoint.thread_id,
+                number,
+                limit,
+            )
+            return
+        failure = Failure(
+            task.node,
+            "WorkerLostError",
+            f"the worker process running node {task.node!r} died on each of its {number - 1} "
+            "deliveries (killed, exited, or past its hard time limit); the run failed rather "
+            "than run the node again: fix the cause and resume it",
+        )
+        self.mark_failed(checkpoint, failure)
+        raise NodeError(failure.node_id, failure.error_type, failure.message)
 
     async def _run_task(
         self,

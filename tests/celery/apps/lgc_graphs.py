@@ -307,6 +307,29 @@ def poison() -> StateGraph:
     return graph.add_edge("p", END).add_edge("q", END)
 
 
+def dying() -> StateGraph:
+    """START -> a -> die -> END: ``die`` counts its calls in Redis, then ends its worker process
+    with ``sys.exit`` (unless the thread's ``fixed`` flag is set)."""
+    graph = log_graph()
+
+    def die(state: AgentState) -> dict[str, Any]:
+        import sys
+
+        thread = state.value("thread")
+        client = _redis()
+        try:
+            client.incr(f"calls:{thread}:die")
+            fixed = client.get(f"fixed:{thread}")
+        finally:
+            client.close()
+        if not fixed:
+            sys.exit(3)
+        return {"log": ["die"]}
+
+    graph.add_node("a", log_node("a")).add_node("die", die)
+    return graph.add_edge(START, "a").add_edge("a", "die").add_edge("die", END)
+
+
 def slow() -> StateGraph:
     """START -> a (sleeps ``sleep`` s) -> b (``sleep_b``) -> c (``sleep_c``) -> END; each node
     counts its starts and its completed calls in Redis per thread."""
@@ -337,6 +360,7 @@ GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     "slow": (slow, {}),
     "gate": (gate, {}),
     "poison": (poison, {}),
+    "dying": (dying, {}),
 }
 
 
