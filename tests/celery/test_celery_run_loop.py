@@ -247,3 +247,37 @@ def test_a_node_whose_process_dies_every_time_fails_the_run_after_three_deliveri
     redis_client.set(f"fixed:{thread}", 1)
     state = graph.invoke(GraphInput.resume(), config, timeout=30)
     assert state.data["log"] == ["a", "die"]
+
+
+def test_a_node_past_its_time_limit_fails_or_is_retried_when_its_policy_lists_timeouts(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    graph = celery_stack.graph("napping")
+    config = RunnableConfig(thread_id=thread)
+    # both attempts overrun the 0.5 s soft limit: the node fails with TimeoutError
+    with pytest.raises(NodeError) as caught:
+        graph.invoke({"thread": thread, "naps": [5, 5]}, config, timeout=30)
+    assert caught.value.error_type == "TimeoutError"
+    assert "did not finish within its timeout of 0.5 s" in str(caught.value)
+    assert int(redis_client.get(f"calls:{thread}:nap")) == 2
+
+    # a second thread: the first attempt overruns, the retry is quick and the run completes
+    other = f"{thread}-retried"
+    state = graph.invoke(
+        {"thread": other, "naps": [5, 0]}, RunnableConfig(thread_id=other), timeout=30
+    )
+    assert state.data["log"] == ["nap"]
+    assert int(redis_client.get(f"calls:{other}:nap")) == 2
+
+
+def test_a_node_past_its_hard_time_limit_fails_the_run_at_once(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    graph = celery_stack.graph("napping")
+    config = RunnableConfig(thread_id=thread)
+    with pytest.raises(NodeError) as caught:
+        graph.invoke({"thread": thread, "naps": [5], "stubborn": True}, config, timeout=60)
+    assert caught.value.error_type == "TimeoutError"
+    assert "ran past its hard time limit" in str(caught.value)
+    assert int(redis_client.get(f"calls:{thread}:nap")) == 1  # not re-sent, not redelivered
+    assert celery_stack.saver.get(thread).next == ("nap",)  # resumable

@@ -12,7 +12,8 @@ import asyncio
 import copy
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from langgraph_celery.checkpoint.base import PendingTask
@@ -61,36 +62,67 @@ async def _resolve(value: Any) -> Any:
 class _Chain:
     """The hooks of one node (or one route), in the order they run."""
 
-    def __init__(self, hooks: list[Hook], action: CallableSpec) -> None:
+    def __init__(
+        self, hooks: list[Hook], action: CallableSpec, timeout: float | None = None
+    ) -> None:
         self.before = [hook.fn for hook in reversed(hooks) if hook.kind.startswith("before")]
         self.after = [hook.fn for hook in reversed(hooks) if hook.kind.startswith("after")]
         self.wrap = [hook.fn for hook in hooks if hook.kind.startswith("wrap")]
         self.action = action
+        #: the limit of each call of the action (inside the wrap hooks, so a RetryPolicy's
+        #: attempts are timed one by one)
+        self.timeout = timeout
         self.is_sync = not action.is_async and not any(map(is_async_callable, self.wrap))
 
     def sync_call(self, node: str) -> SyncAction:
-        action = self.action
+        action, timeout = self.action, self.timeout
 
         call: SyncAction = action.call
+        if timeout is not None:
+
+            def call(state: Any, config: RunnableConfig) -> Any:
+                future = _TIMED_POOL.submit(action.call, state, config)
+                try:
+                    return future.result(timeout)
+                except FutureTimeout:
+                    raise _timed_out(node, timeout) from None
+
         for hook in reversed(self.wrap):
             call = _wrap_sync(hook, node, call)
         return call
 
     def async_call(self, node: str, executor: Executor | None, threaded: bool) -> AsyncAction:
-        action = self.action
+        action, timeout = self.action, self.timeout
 
-        async def call(state: Any, config: RunnableConfig) -> Any:
-            if action.is_async or not threaded:
+        async def untimed(state: Any, config: RunnableConfig) -> Any:
+            if action.is_async or not (threaded or timeout is not None):
                 return await _resolve(action.call(state, config))
             loop = asyncio.get_running_loop()
             return await _resolve(
                 await loop.run_in_executor(executor or SHARED_POOL, action.call, state, config)
             )
 
+        async def call(state: Any, config: RunnableConfig) -> Any:
+            if timeout is None:
+                return await untimed(state, config)
+            try:
+                return await asyncio.wait_for(untimed(state, config), timeout)
+            except TimeoutError:
+                raise _timed_out(node, timeout) from None
+
         inner_async: AsyncAction = call
         for hook in reversed(self.wrap):
             inner_async = _wrap_async(hook, node, inner_async)
         return inner_async
+
+
+#: Threads for the plain actions of nodes with a timeout: one that overruns keeps its thread
+#: until it returns (a thread cannot be stopped), while its node has already failed.
+_TIMED_POOL = ThreadPoolExecutor(max_workers=32, thread_name_prefix="langgraph-celery-timed")
+
+
+def _timed_out(node: str, timeout: float) -> TimeoutError:
+    return TimeoutError(f"node {node!r} did not finish within its timeout of {timeout:g} s")
 
 
 def _wrap_sync(hook: Callable[..., Any], node: str, inner: SyncAction) -> SyncAction:
@@ -150,7 +182,7 @@ class TaskRunner:
     def __init__(self, spec: GraphSpec) -> None:
         self.spec = spec
         self._nodes = {
-            node: _Chain(self._hooks_for(node, "node"), action)
+            node: _Chain(self._hooks_for(node, "node"), action, spec.timeouts.get(node))
             for node, action in spec.nodes.items()
         }
         self._routes = {
@@ -203,7 +235,7 @@ class TaskRunner:
             state, before_update = await self._before(chain, node, state, config)
         if chain.is_sync:
             call = chain.sync_call(node)
-            if threaded:
+            if threaded or chain.timeout is not None:
                 loop = asyncio.get_running_loop()
                 result = await loop.run_in_executor(executor or SHARED_POOL, call, state, config)
             else:

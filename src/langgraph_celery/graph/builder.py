@@ -64,6 +64,8 @@ class GraphSpec:
     conditional: Mapping[str, ConditionalEdge]
     joins: tuple[Join, ...]
     hooks: tuple[Hook, ...]
+    #: the time limit of each node that has one, in seconds (``add_node(..., timeout=...)``)
+    timeouts: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     @functools.cached_property
     def node_index(self) -> dict[str, int]:
@@ -119,6 +121,7 @@ class StateGraph:
         self._schema: dict[str, Channel] = schema
         self._state_factory = state_factory
         self._nodes: dict[str, CallableSpec] = {}
+        self._timeouts: dict[str, float] = {}
         self._edges: dict[str, list[str]] = {}
         self._conditional: dict[str, ConditionalEdge] = {}
         self._joins: list[Join] = []
@@ -127,8 +130,25 @@ class StateGraph:
 
     # -- nodes and edges ----------------------------------------------------------------------
 
-    def add_node(self, id: str, action: Callable[..., Any]) -> StateGraph:
-        """Add a node running ``action(state)`` or ``action(state, config)``."""
+    def add_node(
+        self, id: str, action: Callable[..., Any], *, timeout: float | None = None
+    ) -> StateGraph:
+        """Add a node running ``action(state)`` or ``action(state, config)``.
+
+        ``timeout`` (seconds) limits each call of the action: past it the node fails with a
+        ``TimeoutError`` (a ``NodeError`` for the run; a ``RetryPolicy`` that lists
+        ``TimeoutError`` retries it).  In process an async action is cancelled and a plain one
+        is reported as timed out (its thread cannot be stopped and finishes in the background);
+        on Celery it is the task's soft time limit, with a hard limit a little above it.
+        """
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+        ):
+            self._problems.append(
+                f"node {id!r}: timeout must be positive seconds or None, got {timeout!r}"
+            )
+        elif timeout is not None:
+            self._timeouts[id] = float(timeout)
         if not isinstance(id, str) or not id:
             self._problems.append(f"node id must be a non-empty string, got {id!r}")
         elif id in (START, END):
@@ -247,6 +267,7 @@ class StateGraph:
             conditional=dict(self._conditional),
             joins=tuple(self._joins),
             hooks=tuple(self._hooks),
+            timeouts={node: t for node, t in self._timeouts.items() if node in self._nodes},
         )
 
 

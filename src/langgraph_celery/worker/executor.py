@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from celery.app.defaults import DEFAULTS
-from celery.exceptions import Reject
+from celery.exceptions import Reject, TimeLimitExceeded
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from langgraph_celery.checkpoint.base import PendingTask
@@ -110,6 +110,7 @@ class CeleryExecutor:
         reap_interval: float = 30.0,
         stalled_after: float = 120.0,
         interrupt_timeout: float | None = None,
+        node_timeout: float | None = None,
     ) -> None:
         if app is None or not hasattr(app, "send_task"):
             raise TypeError("CeleryExecutor takes a Celery app")
@@ -120,12 +121,15 @@ class CeleryExecutor:
             raise ValueError("reap_interval and stalled_after must be positive seconds")
         if interrupt_timeout is not None and interrupt_timeout <= 0:
             raise ValueError("interrupt_timeout must be positive seconds (or None: no deadline)")
+        if node_timeout is not None and not node_timeout > 0:
+            raise ValueError("node_timeout must be positive seconds (or None: no time limit)")
         self.app = app
         self.routes = dict(routes or {})
         self._graph_nodes: dict[str, tuple[str, ...]] = {}  # the graphs compiled with it
         self.reap_interval = float(reap_interval)
         self.stalled_after = float(stalled_after)
         self.interrupt_timeout = interrupt_timeout
+        self.node_timeout = node_timeout
         self.notifier = Notifier(app)
         _apply_safe_settings(app)
         app.steps["consumer"].add(GuardTaskMessages)  # malformed messages never stop a worker
@@ -212,7 +216,8 @@ class CeleryExecutor:
         runtime = GraphRuntime(self, compiled)
         _registry(self.app)[compiled.graph_id] = runtime
         for node in compiled.spec.nodes:
-            self._register_node_task(compiled.graph_id, node)
+            limit = compiled.spec.timeouts.get(node, self.node_timeout)
+            self._register_node_task(compiled.graph_id, node, limit)
         routing.assign(
             self.app, compiled.graph_id, routing.queues_for(self.routes, compiled.graph_id, nodes)
         )
@@ -226,7 +231,10 @@ class CeleryExecutor:
         if unmatched:
             raise GraphDefinitionError(routing.unmatched_message(unmatched, self._graph_nodes))
 
-    def _register_node_task(self, graph_id: str, node: str) -> None:
+    def _register_node_task(self, graph_id: str, node: str, timeout: float | None) -> None:
+        """Register the node's task; with ``timeout``, as Celery's soft time limit (the node
+        gets ``TimeoutError``) and a hard limit a little above it (the process is killed, the
+        message comes back and counts as a delivery: see ``max_deliveries``)."""
         name = names.node_task_name(graph_id, node)
         if name in self.app.tasks:
             return
@@ -260,7 +268,9 @@ class CeleryExecutor:
             acks_late=True,
             reject_on_worker_lost=True,
             shared=False,
+            on_failure=_on_node_failure,
             **_STORE_RETRY,
+            **_time_limits(timeout),
         )(run_node)
 
     def _register_common_tasks(self) -> None:
@@ -319,6 +329,30 @@ class CeleryExecutor:
             argsrepr="()",
             kwargsrepr=_summary(envelope),
         )
+
+
+def _on_node_failure(
+    task: Any, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+) -> None:
+    """A node task's failure hook.  Past its hard time limit the worker's main process kills
+    the task's process and calls this (the message is acknowledged, nothing would run it
+    again): the run fails here, with the node's timeout as the reason."""
+    if not isinstance(exc, TimeLimitExceeded):
+        return  # (any other failure was recorded by the task itself)
+    try:
+        envelope = TaskEnvelope.from_message(kwargs)
+    except MalformedMessage:
+        return
+    runtime = _registry(task.app).get(envelope.graph_id)
+    if runtime is not None:
+        runtime.fail_past_hard_limit(envelope)
+
+
+def _time_limits(timeout: float | None) -> dict[str, float]:
+    """Celery's task options for a node limited to ``timeout`` seconds."""
+    if timeout is None:
+        return {}
+    return {"soft_time_limit": timeout, "time_limit": timeout + max(2.0, timeout * 0.1)}
 
 
 def _summary(envelope: TaskEnvelope) -> str:

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from celery.exceptions import SoftTimeLimitExceeded
+
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
@@ -75,7 +77,12 @@ class GraphRuntime:
                 for node in [hook.target] if hook.target else list(spec.nodes):
                     self.policies.setdefault(node, hook.fn.policy)
         hooks = tuple(h for h in spec.hooks if not isinstance(h.fn, _RetryHook))
-        self.engine = Engine(dataclasses.replace(spec, hooks=hooks), compiled.config, self.graph_id)
+        # Time limits too: the node's task has them as Celery's soft and hard time limits.
+        self.timeouts = {
+            node: spec.timeouts.get(node, executor.node_timeout) for node in spec.nodes
+        }
+        worker_spec = dataclasses.replace(spec, hooks=hooks, timeouts={})
+        self.engine = Engine(worker_spec, compiled.config, self.graph_id)
         assert compiled.config.checkpoint_saver is not None
         self.saver: BaseCheckpointSaver = compiled.config.checkpoint_saver
         serializer = self.saver.serializer
@@ -293,6 +300,34 @@ class GraphRuntime:
         )
         return result.to_data()
 
+    def _timed_out(self, node: str, error: Exception) -> Exception:
+        """Celery's soft time limit as the ``TimeoutError`` the node's timeout promises."""
+        if isinstance(error, SoftTimeLimitExceeded):
+            timeout = self.timeouts.get(node)
+            return TimeoutError(f"node {node!r} did not finish within its timeout of {timeout:g} s")
+        return error
+
+    def fail_past_hard_limit(self, envelope: TaskEnvelope) -> None:
+        """The node of ``envelope``'s task ran past its hard time limit and its process was
+        killed: the run fails (unless the step was done or stopped meanwhile)."""
+        view = self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
+        checkpoint = view.checkpoint
+        node = envelope.node or "?"
+        if checkpoint is None or node not in checkpoint.next:
+            return
+        marks = StepMarks.of_view(view)
+        if marks.stopped or marks.step_committed or (envelope.task_id or "") in marks.updates:
+            return
+        timeout = self.timeouts.get(node) or 0
+        failure = Failure(
+            node,
+            "TimeoutError",
+            f"node {node!r} ran past its hard time limit (its timeout of {timeout:g} s raised "
+            "TimeoutError in it and it went on): its worker process was killed",
+        )
+        self.mark_failed(checkpoint, failure)
+        log.error("node %r of thread %r: %s", node, envelope.thread_id, failure.message)
+
     def count_delivery(self, checkpoint: Checkpoint, task: PendingTask, marks: StepMarks) -> None:
         """Record one more delivery of ``task``'s message after its worker process died; past
         ``max_deliveries`` the run fails instead of running the node again (a node that kills
@@ -353,7 +388,8 @@ class GraphRuntime:
                 parking = Parking(task.node, interrupt.reason or None, dict(interrupt.metadata))
                 self.mark_parked(checkpoint, parking)
                 return TaskResult(TaskStatus.INTERRUPTED, task.node)
-            except Exception as error:
+            except Exception as raised:
+                error = self._timed_out(task.node, raised)
                 policy = self.policies.get(task.node)
                 attempt = retries + 1
                 if (
@@ -366,7 +402,7 @@ class GraphRuntime:
                 self.mark_failed(checkpoint, Failure.of_error(task.node, error))
                 if isinstance(error, GraphError):
                     raise
-                raise NodeError(task.node, type(error).__name__, str(error)) from error
+                raise NodeError(task.node, type(error).__name__, str(error)) from raised
             if len(checkpoint.tasks) == 1:
                 marks = dataclasses.replace(marks, updates={task.id: update or {}})
             else:

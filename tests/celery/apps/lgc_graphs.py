@@ -330,6 +330,39 @@ def dying() -> StateGraph:
     return graph.add_edge(START, "a").add_edge("a", "die").add_edge("die", END)
 
 
+NAP_RETRY = RetryPolicy(retry_on=TimeoutError, max_attempts=2, retry_delay=0.05, jitter=False)
+
+
+def napping() -> StateGraph:
+    """START -> nap -> END, ``nap`` limited to 0.5 s: it sleeps ``naps[attempt]`` seconds on
+    each attempt (counted in Redis); with ``stubborn`` it ignores the soft time limit and keeps
+    sleeping (the hard limit kills its process).  A RetryPolicy retries timeouts once."""
+    graph = log_graph()
+
+    def nap(state: AgentState) -> dict[str, Any]:
+        from celery.exceptions import SoftTimeLimitExceeded
+
+        thread = state.value("thread")
+        client = _redis()
+        try:
+            attempt = int(client.incr(f"calls:{thread}:nap"))
+        finally:
+            client.close()
+        naps = state.value("naps")
+        seconds = float(naps[min(attempt, len(naps)) - 1])
+        try:
+            time.sleep(seconds)
+        except SoftTimeLimitExceeded:
+            if not state.value("stubborn"):
+                raise
+            time.sleep(seconds)
+        return {"log": ["nap"]}
+
+    graph.add_node("nap", nap, timeout=0.5)
+    graph.add_wrap_call_node_hook("nap", NAP_RETRY.as_hook())
+    return graph.add_edge(START, "nap").add_edge("nap", END)
+
+
 def slow() -> StateGraph:
     """START -> a (sleeps ``sleep`` s) -> b (``sleep_b``) -> c (``sleep_c``) -> END; each node
     counts its starts and its completed calls in Redis per thread."""
@@ -361,6 +394,7 @@ GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     "gate": (gate, {}),
     "poison": (poison, {}),
     "dying": (dying, {}),
+    "napping": (napping, {}),
 }
 
 
