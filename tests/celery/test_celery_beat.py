@@ -724,3 +724,16 @@ def test_schedule_run_adds_a_beat_entry(stack: BeatStack) -> None:
         schedule = dict(app.conf.beat_schedule)
         schedule.pop("unit-report", None)
         app.conf.beat_schedule = schedule
+
+
+def test_the_reaper_does_not_send_again_a_step_whose_task_runs_on_a_live_worker(
+    stack: BeatStack, thread: str, r: Any
+) -> None:
+    """A node slower than ``stalled_after`` is not a lost one: its task is alive."""
+    handle = stack.graph("chain").start({"thread": thread, "sleep_b": 4.0}, cfg(thread))
+    wait_until(lambda: count(r, "started", thread, "b") == 1, 15, 0.02, "node b to start")
+
+    report = reap(stack.executor, now=later())  # b's step looks stalled by the clock
+    assert outcomes(report, thread) == ["alive"], report
+    assert handle.wait(timeout=30).as_state_data()["log"] == ["a", "b", "c"]
+    assert count(r, "started", thread, "b") == 1  # never sent to a second pool process

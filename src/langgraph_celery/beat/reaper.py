@@ -8,15 +8,17 @@ thread's latest checkpoint, which is the source of truth:
   pushed back;
 - stalled (nothing committed for ``stalled_after`` seconds: the broker lost the message, or a
   worker died after committing and before dispatching): the step is finished if every task has
-  written, otherwise its tasks are sent again with their deterministic task ids.  Both are
-  idempotent: a write is applied once whoever runs the task;
+  written; otherwise, unless a live worker reports one of its tasks as running, reserved or
+  scheduled (a node that is merely slow), its tasks are sent again with their deterministic
+  task ids.  Both are idempotent: a write is applied once whoever runs the task;
 - parked with a deadline that has passed: the run is resumed with a timeout marker under the
   state key :data:`TIMEOUT_KEY`, so the pending node can tell an expired approval from a given
   one;
 - completed, failed or parked without a deadline: the timer is removed.
 
-A node that legitimately runs longer than ``stalled_after`` is sent again (its update still lands
-once); set ``stalled_after`` above your slowest node plus its retry backoff.
+Which tasks are alive is asked of the workers (``inspect`` active, reserved and scheduled) once
+per pass, and only when a stalled step needs it; a worker that does not answer within a second
+counts as dead (its tasks are sent again: their updates still land once).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class ReapReport:
 
     redispatched: list[str] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
+    alive: list[str] = field(default_factory=list)
     expired: list[str] = field(default_factory=list)
     progressing: list[str] = field(default_factory=list)
     cleared: list[str] = field(default_factory=list)
@@ -88,10 +91,35 @@ def _due(
         fetch = min(fetch * 2, limit * _UNKNOWN_FETCH_FACTOR)
 
 
+class _LiveTasks:
+    """The Celery task ids the workers report as running, reserved or scheduled: asked once a
+    pass, when a stalled step first needs it."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._ids: set[str] | None = None
+
+    def ids(self) -> set[str]:
+        if self._ids is None:
+            ids: set[str] = set()
+            try:
+                inspect = self.app.control.inspect(timeout=1.0)
+                for reply in (inspect.active(), inspect.reserved(), inspect.scheduled()):
+                    for tasks in (reply or {}).values():
+                        for task in tasks or ():
+                            task = task.get("request", task)  # (scheduled ones are wrapped)
+                            ids.add(str(task.get("id")))
+            except Exception as error:  # no answer: every stalled step's tasks count as dead
+                log.warning("reaper: the workers did not say which tasks run: %s", error)
+            self._ids = ids
+        return self._ids
+
+
 def reap(executor: CeleryExecutor, now: datetime | None = None, limit: int = 100) -> ReapReport:
     """One pass over the due timers of every saver the executor's graphs use."""
     now = now or datetime.now(UTC)
     report = ReapReport()
+    live = _LiveTasks(executor.app)
     for saver in _savers(executor):
         unknown: dict[str, int] = {}
         for timer in _due(executor, saver, now, limit):
@@ -100,7 +128,7 @@ def reap(executor: CeleryExecutor, now: datetime | None = None, limit: int = 100
                 unknown[timer.graph_id] = unknown.get(timer.graph_id, 0) + 1
                 continue
             try:
-                _reap_one(executor, runtime, timer, now, report)
+                _reap_one(executor, runtime, timer, now, report, live)
             except Exception:  # one bad thread must not stop the pass
                 log.exception("reaper: thread %r could not be handled", timer.thread_id)
                 report.errors.append(timer.thread_id)
@@ -121,6 +149,7 @@ def _reap_one(
     timer: Timer,
     now: datetime,
     report: ReapReport,
+    live: _LiveTasks,
 ) -> None:
     saver = runtime.saver
     thread_id = timer.thread_id
@@ -145,12 +174,20 @@ def _reap_one(
         saver.set_timer(thread_id, latest.run_id, timer.graph_id, names.STALL_TIMER, due)
         report.progressing.append(thread_id)
         return
-    config, invocation, steps_taken = runtime.recorded_invocation(latest)
     # Re-armed first: what follows may park the run (and set a deadline) or complete it.
     saver.set_timer(
         thread_id, latest.run_id, timer.graph_id, names.STALL_TIMER, now + stalled_after
     )
     marks = StepMarks.of(saver.get_writes(thread_id, latest.checkpoint_id))
+    waiting = {
+        names.celery_task_id(latest.run_id, latest.checkpoint_id, task.id)
+        for task in latest.tasks
+        if task.id not in marks.updates
+    }
+    if waiting and waiting & live.ids():
+        report.alive.append(thread_id)  # a slow node: its task runs, nothing to send again
+        return
+    config, invocation, steps_taken = runtime.recorded_invocation(latest)
     if latest.tasks and _loop.decide_step(latest.tasks, marks).action is Action.COMMIT:
         envelope = runtime.envelope(latest, invocation, config, steps_taken)
         runtime.commit(latest, marks.updates, envelope, config)
