@@ -22,7 +22,8 @@ from langgraph_celery import (
     StateGraph,
 )
 from langgraph_celery.celery import RunHandle
-from langgraph_celery.worker.names import celery_task_id
+from langgraph_celery.worker.envelope import TaskEnvelope
+from langgraph_celery.worker.names import celery_task_id, node_task_name
 from loop_check import blocked_callbacks, slow_down
 
 
@@ -281,3 +282,55 @@ def test_a_node_past_its_hard_time_limit_fails_the_run_at_once(
     assert "ran past its hard time limit" in str(caught.value)
     assert int(redis_client.get(f"calls:{thread}:nap")) == 1  # not re-sent, not redelivered
     assert celery_stack.saver.get(thread).next == ("nap",)  # resumable
+
+
+def test_a_forged_node_message_does_not_unpark_a_thread_edited_with_update_state(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    graph = celery_stack.graph("gate")
+    config = RunnableConfig(thread_id=thread)
+    assert graph.invoke_final({"topic": "t"}, config) is not None  # parked at gate
+    graph.update_state(config, {"approved": True})
+    edited = celery_stack.saver.get(thread)
+    assert edited is not None and edited.next == ("gate",)
+
+    forged = TaskEnvelope(
+        graph_id="gate",
+        thread_id=thread,
+        run_id=edited.run_id,
+        step=edited.step,
+        checkpoint_id=edited.checkpoint_id,
+        invocation=edited.checkpoint_id,
+        node="gate",
+        task_id="gate",
+    )
+    result = celery_stack.app.send_task(
+        node_task_name("gate", "gate"), kwargs=forged.to_message(), task_id=f"forged-{thread}"
+    )
+    assert result.get(timeout=20)["status"] == "rejected"
+    assert celery_stack.saver.get(thread).checkpoint_id == edited.checkpoint_id  # nothing ran
+    assert graph.get_state(config).state.data["log"] == ["a"]
+    state = graph.invoke(GraphInput.resume(), config, timeout=20)  # the resume still does it
+    assert state.data["log"] == ["a", "gate", "b"]
+
+
+def test_a_node_task_revoked_from_flower_cancels_its_run_which_stays_resumable(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    graph = celery_stack.graph("slow")
+    config = RunnableConfig(thread_id=thread)
+    handle = graph.start({"thread": thread, "sleep": 3.0}, config)
+    assert wait_until(lambda: started(redis_client, thread, "a") == 1, 10, 0.01, "node a to start")
+    first = celery_stack.saver.get(thread)
+    assert first is not None
+    task_id = celery_task_id(first.run_id, first.checkpoint_id, "a")
+
+    celery_stack.app.control.revoke(task_id, terminate=True)  # what Flower's "terminate" does
+    assert wait_until(lambda: handle.status() == "cancelled", 15, 0.05, "the run to be cancelled")
+    with pytest.raises(GraphStateError, match="cancelled"):
+        handle.wait(timeout=5)
+    assert int(redis_client.get(f"calls:{thread}:a") or 0) == 0  # a was killed mid-node
+
+    state = graph.invoke(GraphInput.resume({"sleep": 0}), config, timeout=30)
+    assert state.data["log"] == ["a", "b", "c"]
+    assert started(redis_client, thread, "a") == 2

@@ -45,6 +45,7 @@ __all__ = [
     "carried_writes",
     "decide_next",
     "decide_step",
+    "dispatchable",
     "fail",
     "foreign_graph",
     "has_pending",
@@ -221,6 +222,13 @@ def has_pending(checkpoint: Checkpoint | None) -> bool:
         or checkpoint.extra.get(Extra.EDGES_PENDING)
         or checkpoint.extra.get(Extra.COMPLETION_PENDING)
     )
+
+
+def dispatchable(checkpoint: Checkpoint) -> bool:
+    """Whether node tasks may run from ``checkpoint``: not from one ``update_state`` wrote (a
+    parked thread stays parked, whatever its latest checkpoint, until a resume stores the
+    checkpoint its nodes run from)."""
+    return checkpoint.kind is not CheckpointKind.UPDATE
 
 
 def is_continued(checkpoint: Checkpoint) -> bool:

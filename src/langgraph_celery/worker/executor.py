@@ -6,6 +6,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from celery import signals
 from celery.app.defaults import DEFAULTS
 from celery.exceptions import Reject, TimeLimitExceeded
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -346,6 +347,26 @@ def _on_node_failure(
     runtime = _registry(task.app).get(envelope.graph_id)
     if runtime is not None:
         runtime.fail_past_hard_limit(envelope)
+
+
+def _on_task_revoked(sender: Any = None, request: Any = None, **_: Any) -> None:
+    """A node task revoked (from Flower, ``app.control.revoke``, with or without terminate):
+    its run is cancelled, as ``RunHandle.cancel`` would (a re-dispatch under the same task id
+    would be discarded by every worker for ``worker_revoke_expires``)."""
+    name = str(getattr(sender, "name", "") or "")
+    if not names.is_node_task(name) or request is None:
+        return
+    try:
+        envelope = TaskEnvelope.from_message(dict(request.kwargs or {}))
+    except MalformedMessage:
+        return
+    app = getattr(sender, "app", None)
+    runtime = _registry(app).get(envelope.graph_id) if app is not None else None
+    if runtime is not None:
+        runtime.cancel_revoked(envelope)
+
+
+signals.task_revoked.connect(_on_task_revoked, weak=False, dispatch_uid="langgraph_celery")
 
 
 def _time_limits(timeout: float | None) -> dict[str, float]:

@@ -61,6 +61,7 @@ __all__ = [
     "STALL_TIMER",
     "START_TASK",
     "celery_task_id",
+    "is_node_task",
     "node_task_name",
     "thread_channel",
 ]
@@ -77,6 +78,10 @@ INTERRUPT, ERROR, CLAIM, CANCEL = Mark.INTERRUPT, Mark.ERROR, Mark.CLAIM, Mark.C
 
 def node_task_name(graph_id: str, node: str) -> str:
     return f"{_NODE_PREFIX}{graph_id}.{node}"
+
+
+def is_node_task(name: str) -> bool:
+    return name.startswith(_NODE_PREFIX)
 
 
 def celery_task_id(run_id: str, checkpoint_id: str, task_id: str) -> str:

@@ -266,13 +266,21 @@ class GraphRuntime:
             return TaskResult(TaskStatus.STALE, envelope.node).to_data()
         task = next((t for t in checkpoint.tasks if t.id == envelope.task_id), None)
         foreign = _loop.foreign_graph(checkpoint, self.engine.owner)
-        if task is None or task.node != envelope.node or foreign is not None:
+        if (
+            task is None
+            or task.node != envelope.node
+            or foreign is not None
+            or not _loop.dispatchable(checkpoint)
+        ):
             log.error(
-                "rejected message: checkpoint %s of thread %r has no task %r for node %r",
+                "rejected message: checkpoint %s of thread %r has no task %r for node %r of "
+                "graph %r to run (kind %r)",
                 envelope.checkpoint_id,
                 envelope.thread_id,
                 envelope.task_id,
                 envelope.node,
+                self.graph_id,
+                checkpoint.kind.value,
             )
             return TaskResult(TaskStatus.REJECTED, envelope.node).to_data()
         marks = StepMarks.of_view(view)
@@ -306,6 +314,25 @@ class GraphRuntime:
             timeout = self.timeouts.get(node)
             return TimeoutError(f"node {node!r} did not finish within its timeout of {timeout:g} s")
         return error
+
+    def cancel_revoked(self, envelope: TaskEnvelope) -> None:
+        """The node of ``envelope``'s task was revoked: cancel the run at that step (unless
+        the step was done or the run stopped meanwhile); it stays resumable."""
+        view = self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
+        checkpoint = view.checkpoint
+        if checkpoint is None:
+            return
+        marks = StepMarks.of_view(view)
+        if marks.stopped or marks.step_committed or (envelope.task_id or "") in marks.updates:
+            return
+        self.mark(checkpoint, Mark.CANCEL, envelope.node or END, {"revoked": True})
+        self.saver.clear_timer(checkpoint.thread_id, checkpoint.run_id)
+        log.warning(
+            "node %r of thread %r: its task was revoked, run %s cancelled",
+            envelope.node,
+            envelope.thread_id,
+            checkpoint.run_id,
+        )
 
     def fail_past_hard_limit(self, envelope: TaskEnvelope) -> None:
         """The node of ``envelope``'s task ran past its hard time limit and its process was
