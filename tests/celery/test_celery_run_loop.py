@@ -4,6 +4,7 @@ node that fails for good is a failed Celery task."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -334,3 +335,26 @@ def test_a_node_task_revoked_from_flower_cancels_its_run_which_stays_resumable(
     state = graph.invoke(GraphInput.resume({"sleep": 0}), config, timeout=30)
     assert state.data["log"] == ["a", "b", "c"]
     assert started(redis_client, thread, "a") == 2
+
+
+def test_cancel_racing_completion_never_turns_a_completed_run_into_a_cancelled_one(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    graph = celery_stack.graph("parity-chain")
+    outcomes: dict[str, int] = {"completed": 0, "cancelled": 0}
+    for trial in range(30):
+        config = RunnableConfig(thread_id=f"{thread}-{trial}")
+        handle = graph.start({}, config)
+        time.sleep(0.002 * (trial % 10))  # cancel at different points of the run
+        took_effect = handle.cancel()
+        wait_until(lambda h=handle: h.status() != "running", 20, 0.01, "the run to stop")
+        latest = celery_stack.saver.get(config.thread_id)
+        reached_end = latest is not None and not latest.next
+        status = handle.status()
+        assert status == ("completed" if reached_end else "cancelled"), (trial, status)
+        if status == "completed":
+            assert handle.wait(timeout=5).as_state_data()["log"] == ["a", "b", "c"]
+        else:
+            assert took_effect
+        outcomes[status] += 1
+    assert outcomes["cancelled"] > 0, outcomes  # (the race was exercised both ways)

@@ -260,20 +260,20 @@ class Status:
 def status_of(checkpoint: Checkpoint | None, marks: StepMarks) -> Status:
     """Where the run at ``checkpoint`` (the thread's latest, or its run's latest) stands.
 
-    A cancel outranks everything; an interruption outranks a sibling's failure (as in process,
-    where the parked step keeps the failed sibling's turn for the resume).
+    A run that reached END is completed; otherwise a cancel outranks everything, and an
+    interruption outranks a sibling's failure (as in process, where the parked step keeps the
+    failed sibling's turn for the resume).
     """
-    if checkpoint is None:
-        return Status(RunStatus.COMPLETED, None)
+    if checkpoint is None or not has_pending(checkpoint):
+        # a run that reached END is completed, whatever a late cancel marked (an
+        # interrupt_after's step whose edges led to END has COMPLETION_PENDING instead)
+        return Status(RunStatus.COMPLETED, checkpoint)
     if marks.cancelled:
         return Status(RunStatus.CANCELLED, checkpoint)
     if marks.parking is not None:
         return Status(RunStatus.PARKED, checkpoint, parking=marks.parking)
     if marks.failure is not None:
         return Status(RunStatus.FAILED, checkpoint, failure=marks.failure)
-    if not has_pending(checkpoint):
-        # (an interrupt_after's step whose edges led to END has COMPLETION_PENDING instead)
-        return Status(RunStatus.COMPLETED, checkpoint)
     if marks.parent_cancelled and checkpoint.kind in (CheckpointKind.LOOP, CheckpointKind.EDGES):
         # stored by a step that finished while its run was being cancelled
         return Status(RunStatus.CANCELLED, checkpoint)

@@ -527,7 +527,8 @@ class CelerySource:
     # -- steering ---------------------------------------------------------------------------------
 
     def cancel(self, run_id: str, latest_of_run: Callable[[], Checkpoint | None]) -> bool:
-        """Stop run ``run_id`` at its current step; True if this call cancelled it.
+        """Stop run ``run_id`` at its current step; True if this call cancelled it (False when
+        it had stopped, or reached END while being cancelled: it stays completed).
 
         Nodes already running finish, but no further step is dispatched: the next node task
         sees the mark on its parent checkpoint and stops.
@@ -537,13 +538,16 @@ class CelerySource:
         if status.terminal or status.checkpoint is None:
             return False
         marked = status.checkpoint
-        cancelled = runtime.mark(marked, Mark.CANCEL, END, {})
-        # A step that was finishing may have stored the next checkpoint meanwhile: mark it too.
+        cancelled = _store(runtime.mark, marked, Mark.CANCEL, END, {})
+        # A step that was finishing may have stored the next checkpoint meanwhile: mark it too
+        # (never one where the run completed).
         for _ in range(3):
             newest = _store(latest_of_run)
             if newest is None or newest.checkpoint_id == marked.checkpoint_id:
                 break
-            runtime.mark(newest, Mark.CANCEL, END, {})
+            if not _loop.has_pending(newest):
+                return False
+            _store(runtime.mark, newest, Mark.CANCEL, END, {})
             marked = newest
-        runtime.saver.clear_timer(marked.thread_id, marked.run_id)
-        return cancelled
+        _store(runtime.saver.clear_timer, marked.thread_id, marked.run_id)
+        return cancelled and read_status(runtime, marked).status is RunStatus.CANCELLED
