@@ -1,6 +1,8 @@
-"""The run loop on Celery workers: every state change of a thread goes through the executor and
-is refused while a run of the thread is running (no node's update is lost or overwritten), and a
-node that fails for good is a failed Celery task."""
+"""The run loop on Celery workers (a Redis and a RabbitMQ broker, PostgreSQL checkpoints): every
+state change of a thread goes through the executor and is refused while a run of the thread is
+running (no node's update is lost or overwritten); a node that fails for good is a failed Celery
+task; and every run ends (completed, parked, failed or cancelled): refused updates, dying and
+overrunning nodes, revoked tasks and cancels racing completion."""
 
 from __future__ import annotations
 
@@ -26,6 +28,12 @@ from langgraph_celery.celery import RunHandle
 from langgraph_celery.worker.envelope import TaskEnvelope
 from langgraph_celery.worker.names import celery_task_id, node_task_name
 from loop_check import blocked_callbacks, slow_down
+
+
+@pytest.fixture(scope="module", params=["redis", "amqp"])
+def broker_kind(request: pytest.FixtureRequest) -> str:
+    kind: str = request.param
+    return kind
 
 
 def started(redis_client: Any, thread: str, node: str) -> int:
