@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -17,6 +19,17 @@ from langgraph_celery.worker.names import celery_task_id, thread_channel
 
 def calls(redis_client: Any, thread: str, node: str) -> int:
     return int(redis_client.get(f"calls:{thread}:{node}") or 0)
+
+
+@contextmanager
+def held(redis_client: Any, thread: str, node: str) -> Iterator[None]:
+    """Node ``node`` of the ``slow`` graph, started on ``thread``, cannot end before the block
+    does (see ``lgc_graphs.slow``)."""
+    redis_client.set(f"hold:{thread}:{node}", 1)
+    try:
+        yield
+    finally:
+        redis_client.delete(f"hold:{thread}:{node}")
 
 
 def idle(stack: CeleryStack) -> bool:
@@ -69,18 +82,17 @@ def test_busy_thread_refuses_a_second_run_or_resume(
 ) -> None:
     graph = celery_stack.graph("slow")
     config = RunnableConfig(thread_id=thread)
-    redis_client.set(f"hold:{thread}:a", 1)  # a runs until the refusals are checked
-    handle = graph.start({"thread": thread}, config)
-    assert handle.status() == "running"
+    with held(redis_client, thread, "a"):  # a runs until the refusals are checked
+        handle = graph.start({"thread": thread}, config)
+        assert handle.status() == "running"
 
-    with pytest.raises(GraphStateError, match="busy"):
-        graph.start({"thread": thread}, config)
-    with pytest.raises(GraphStateError, match="busy"):
-        graph.invoke(GraphInput.resume({"extra": 1}), config)
-    with pytest.raises(GraphStateError, match="busy"):
-        graph.invoke({"thread": thread}, config)
-    assert handle.status() == "running"
-    redis_client.delete(f"hold:{thread}:a")
+        with pytest.raises(GraphStateError, match="busy"):
+            graph.start({"thread": thread}, config)
+        with pytest.raises(GraphStateError, match="busy"):
+            graph.invoke(GraphInput.resume({"extra": 1}), config)
+        with pytest.raises(GraphStateError, match="busy"):
+            graph.invoke({"thread": thread}, config)
+        assert handle.status() == "running"
 
     result = handle.wait(timeout=20)
     assert result.as_state_data()["log"] == ["a", "b", "c"]
@@ -125,18 +137,17 @@ def test_start_returns_at_once_and_wait_gives_the_result(
 ) -> None:
     graph = celery_stack.graph("slow")
     config = RunnableConfig(thread_id=thread)
-    redis_client.set(f"hold:{thread}:a", 1)  # a cannot end before the test lets it
-    handle = graph.start({"thread": thread}, config)
-    # start returned while the run's first node could not end: it did not wait for the run
-    assert calls(redis_client, thread, "a") == 0
-    assert isinstance(handle, RunHandle)
-    assert handle.thread_id == thread
-    assert handle.status() == "running"
-    with pytest.raises(TimeoutError):
-        handle.wait(timeout=0.2)
-    assert calls(redis_client, thread, "a") == 0
+    with held(redis_client, thread, "a"):
+        handle = graph.start({"thread": thread}, config)
+        # start returned while the run's first node could not end: it did not wait for the run
+        assert calls(redis_client, thread, "a") == 0
+        assert isinstance(handle, RunHandle)
+        assert handle.thread_id == thread
+        assert handle.status() == "running"
+        with pytest.raises(TimeoutError):
+            handle.wait(timeout=0.2)
+        assert calls(redis_client, thread, "a") == 0
 
-    redis_client.delete(f"hold:{thread}:a")
     result = handle.wait(timeout=20)
     assert result.is_state_data()
     assert result.as_state_data() == {"thread": thread, "log": ["a", "b", "c"], "results": []}
@@ -164,12 +175,11 @@ def test_cancel_while_a_node_runs_stops_the_run_after_that_node(
 ) -> None:
     graph = celery_stack.graph("slow")
     config = RunnableConfig(thread_id=thread)
-    redis_client.set(f"hold:{thread}:a", 1)  # a runs until the run is cancelled
-    handle = graph.start({"thread": thread}, config)
-    wait_until(lambda: redis_client.get(f"started:{thread}:a"), 10, 0.01, "node a to start")
-    assert handle.cancel() is True
-    assert handle.status() == "cancelled"
-    redis_client.delete(f"hold:{thread}:a")
+    with held(redis_client, thread, "a"):  # a runs until the run is cancelled
+        handle = graph.start({"thread": thread}, config)
+        wait_until(lambda: redis_client.get(f"started:{thread}:a"), 10, 0.01, "node a to start")
+        assert handle.cancel() is True
+        assert handle.status() == "cancelled"
     first = celery_stack.saver.list(thread)[-1]
     task_a = celery_stack.app.AsyncResult(celery_task_id(first.run_id, first.checkpoint_id, "a"))
     wait_until(lambda: task_a.state == "SUCCESS", 10, 0.02, "the task of node a to end")
