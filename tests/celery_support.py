@@ -80,11 +80,11 @@ def what_is_left(app: Any, broker: Any, queues: Iterable[str], workers: int) -> 
 
     In one transaction (one consistent view of the broker): every queue of ``queues`` is empty,
     no delivered message waits for its acknowledgement, and every consumer connection of the
-    workers (at least ``workers``, told by their client name) is blocked in ``BRPOP``, so none
-    holds a message it has just taken from a queue (Redis hands a message pushed on a queue to
-    a blocked ``BRPOP`` at once: a message put back on the queue is never seen there).  Then
-    each worker answers that it has no task active, reserved or scheduled (one that does not
-    answer in time counts as busy).
+    workers on the broker's db (at least ``workers``, told by their client name; other test
+    runs use other dbs) is blocked in ``BRPOP``, so none holds a message it has just taken
+    from a queue (Redis hands a message pushed on a queue to a blocked ``BRPOP`` at once: a
+    message put back on the queue is never seen there).  Then each worker answers that it has
+    no task active, reserved or scheduled (one that does not answer in time counts as busy).
     """
     queues = list(queues)
     with broker.pipeline() as pipe:
@@ -95,10 +95,13 @@ def what_is_left(app: Any, broker: Any, queues: Iterable[str], workers: int) -> 
         *counts, clients = pipe.execute()
     if any(counts):
         return f"queued {dict(zip(queues, counts[:-1], strict=True))}, unacknowledged {counts[-1]}"
+    db = str(broker.connection_pool.connection_kwargs.get("db", 0))
     consumers = [
         c
         for c in clients
-        if c.get("name", "").startswith(WORKER_CLIENT_PREFIX) and c.get("cmd") == "brpop"
+        if c.get("name", "").startswith(WORKER_CLIENT_PREFIX)
+        and c.get("db") == db
+        and c.get("cmd") == "brpop"
     ]
     waiting = [c for c in consumers if "b" in c.get("flags", "")]
     if len(consumers) < workers or len(waiting) < len(consumers):
