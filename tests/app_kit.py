@@ -20,9 +20,24 @@ from langgraph_celery import CompileConfig, CompiledGraph, StateGraph
 from langgraph_celery.celery import CeleryExecutor
 from langgraph_celery.checkpoint import SqlSaver
 
-__all__ = ["TESTS_DIR", "AppBundle", "GraphEntry", "app_env", "compile_graphs", "make_app"]
+__all__ = [
+    "TESTS_DIR",
+    "WORKER_CLIENT_NAME_ENV",
+    "WORKER_CLIENT_PREFIX",
+    "AppBundle",
+    "GraphEntry",
+    "app_env",
+    "compile_graphs",
+    "make_app",
+]
 
 TESTS_DIR = Path(__file__).resolve().parent
+
+#: Set in the environment of every worker the tests start: the name its connections to a Redis
+#: broker carry (``CLIENT LIST`` shows it), so that a test tells the workers' from its own.
+WORKER_CLIENT_NAME_ENV = "LGC_TEST_WORKER_CLIENT_NAME"
+#: How those names start.
+WORKER_CLIENT_PREFIX = "lgc-test-worker-"
 
 #: ``(graph_id, builder, executor, compile options)``.
 GraphEntry = tuple[str, Any, CeleryExecutor, Mapping[str, Any]]
@@ -46,12 +61,16 @@ def make_app(name: str, settings: Mapping[str, str], key: str) -> tuple[Celery, 
     """The Celery app and the saver of a test app whose settings are named ``<key>_...``:
     ``BROKER_URL``, ``BACKEND_URL`` (the broker's if absent), ``QUEUE`` (the default queue),
     ``DB_URL`` and ``TABLE_PREFIX`` (the saver's tables in the test database).  The app logs
-    on the worker's handlers."""
+    on the worker's handlers; in a worker, its Redis connections carry the name
+    :data:`WORKER_CLIENT_NAME_ENV` gives."""
     broker = settings[f"{key}_BROKER_URL"]
     app = Celery(name, broker=broker, backend=settings.get(f"{key}_BACKEND_URL", broker))
     app.conf.task_default_queue = settings[f"{key}_QUEUE"]
     app.conf.broker_connection_retry_on_startup = True
     app.conf.worker_hijack_root_logger = True
+    client_name = os.environ.get(WORKER_CLIENT_NAME_ENV)
+    if client_name and broker.startswith("redis"):
+        app.conf.broker_transport_options = {"client_name": client_name}
     saver = SqlSaver(settings[f"{key}_DB_URL"], table_prefix=settings[f"{key}_TABLE_PREFIX"])
     return app, saver
 

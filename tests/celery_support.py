@@ -9,6 +9,9 @@ subprocesses, and the stack of services one test module runs against.
   workers started for it.
 - :func:`run_client`: run Python code in another process that imports the test app, the way a
   second client (or a client hours later) would.
+- :func:`wait_until` polls a condition; :func:`wait_until_quiet` waits until no task is left on
+  a Redis broker or its workers, the signal a test waits for before it asserts that something
+  did not happen.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app_kit import app_env
+from app_kit import WORKER_CLIENT_NAME_ENV, WORKER_CLIENT_PREFIX, app_env
 
 __all__ = [
     "APPS_DIR",
@@ -42,6 +45,7 @@ __all__ = [
     "start_flower",
     "start_worker",
     "wait_until",
+    "wait_until_quiet",
 ]
 
 #: Where the test app (``lgc_app``) and its graphs (``lgc_graphs``) live.
@@ -64,6 +68,79 @@ def wait_until(
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
         time.sleep(interval)
+
+
+#: The hash where kombu's Redis transport keeps the messages it delivered and that were not
+#: acknowledged yet (the tasks are ``acks_late``: until they end).
+UNACKED_KEY = "unacked"
+
+
+def what_is_left(app: Any, broker: Any, queues: Iterable[str], workers: int) -> str:
+    """What a Redis broker and its ``workers`` workers still hold: ``""`` when nothing.
+
+    In one transaction (one consistent view of the broker): every queue of ``queues`` is empty,
+    no delivered message waits for its acknowledgement, and every consumer connection of the
+    workers on the broker's db (at least ``workers``, told by their client name; other test
+    runs use other dbs) is blocked in ``BRPOP``, so none holds a message it has just taken
+    from a queue (Redis hands a message pushed on a queue to a blocked ``BRPOP`` at once: a
+    message put back on the queue is never seen there).  Then each worker answers that it has
+    no task active, reserved or scheduled (one that does not answer in time counts as busy).
+    """
+    queues = list(queues)
+    with broker.pipeline() as pipe:
+        for queue in queues:
+            pipe.llen(queue)
+        pipe.hlen(UNACKED_KEY)
+        pipe.client_list()
+        *counts, clients = pipe.execute()
+    if any(counts):
+        return f"queued {dict(zip(queues, counts[:-1], strict=True))}, unacknowledged {counts[-1]}"
+    db = str(broker.connection_pool.connection_kwargs.get("db", 0))
+    consumers = [
+        c
+        for c in clients
+        if c.get("name", "").startswith(WORKER_CLIENT_PREFIX)
+        and c.get("db") == db
+        and c.get("cmd") == "brpop"
+    ]
+    waiting = [c for c in consumers if "b" in c.get("flags", "")]
+    if len(consumers) < workers or len(waiting) < len(consumers):
+        return f"{len(waiting)} of {len(consumers)} consumers waiting in BRPOP ({workers} workers)"
+    inspect = app.control.inspect(timeout=2.0, limit=workers)
+    for kind in ("active", "reserved", "scheduled"):
+        reply = getattr(inspect, kind)()
+        if not reply or len(reply) < workers:
+            return f"not every worker answered: {reply}"
+        if any(reply.values()):
+            return f"{kind}: {reply}"
+    return ""
+
+
+def wait_until_quiet(
+    app: Any, broker_url: str, queues: Iterable[str], workers: int, timeout: float = 30.0
+) -> None:
+    """Wait until :func:`what_is_left` finds nothing on the Redis broker at ``broker_url``.
+
+    A test that asserts that something did *not* happen (a second delivery, a node that should
+    not run) waits for this first, once the tasks that could cause it have ended: whatever
+    they sent has by then run, or was dropped.
+    """
+    import redis
+
+    queues = list(queues)
+    client = redis.Redis.from_url(broker_url, decode_responses=True)
+    left = ["?"]
+
+    def quiet() -> bool:
+        left[0] = what_is_left(app, client, queues, workers)
+        return not left[0]
+
+    try:
+        wait_until(quiet, timeout, 0.05, "no task left on the broker or the workers")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; still there: {left[0]}") from None
+    finally:
+        client.close()
 
 
 def free_port() -> int:
@@ -198,7 +275,8 @@ def launch_worker(
     ]
     # Flower needs the worker's events (and its heartbeats to show it online).
     argv += ["-E"] if events else ["--without-heartbeat"]
-    worker = ServiceProcess(label or node_name, argv, dict(env), log_path)
+    env = {**env, WORKER_CLIENT_NAME_ENV: f"{WORKER_CLIENT_PREFIX}{node_name}"}
+    worker = ServiceProcess(label or node_name, argv, env, log_path)
     try:
         worker.wait_for_log(" ready.", ready_timeout)
     except BaseException:
@@ -345,6 +423,14 @@ class CeleryStack(BundleAccess):
 
     def worker_logs(self) -> str:
         return "\n".join(worker.log() for worker in self.workers.values())
+
+    def wait_until_quiet(self, timeout: float = 30.0) -> None:
+        """Wait until the broker (Redis) and the stack's workers hold no task
+        (:func:`wait_until_quiet`)."""
+        assert self.broker_kind == "redis", "wait_until_quiet reads the queues of a Redis broker"
+        queues = [self.queue, self.special_queue]
+        settings = self.settings
+        wait_until_quiet(self.app, settings["LGC_BROKER_URL"], queues, len(self.workers), timeout)
 
     def close(self) -> None:
         processes = [*self.others, *self.workers.values()]

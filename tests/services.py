@@ -9,7 +9,8 @@ Addresses can be overridden with environment variables:
 - ``LGC_TEST_POSTGRES_ADMIN_URL``: a URL of a PostgreSQL superuser connection (default: try users
   ``postgres`` then ``root`` on ``127.0.0.1:5432``, trust auth);
 - ``LGC_TEST_REDIS_URL``: Redis server URL without a db (default ``redis://127.0.0.1:6379``);
-  tests use db :data:`REDIS_TEST_DB` (``LGC_TEST_REDIS_DB``, default 11);
+  tests use db :data:`REDIS_TEST_DB` (``LGC_TEST_REDIS_DB``, default 11), the fuzz tests
+  their own (``LGC_TEST_FUZZ_REDIS_DB``, default 12);
 - ``LGC_TEST_AMQP_URL``: RabbitMQ URL (default ``amqp://guest:guest@127.0.0.1:5672//``).
 """
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -34,7 +33,7 @@ from langgraph_celery import (
     StateSnapshot,
     StreamMode,
 )
-from langgraph_celery.checkpoint import MemorySaver
+from langgraph_celery.checkpoint import BaseCheckpointSaver
 from langgraph_celery.graph.config import RESERVED_METADATA_KEYS
 
 Action = Callable[..., Any]
@@ -318,27 +317,35 @@ def test_join_with_sources_in_the_same_step() -> None:
 
 
 def test_merge_order_is_node_added_order() -> None:
+    """Updates merge in the order the nodes were added, not the order they finish in: here
+    ``mid`` waits for ``alpha`` to finish and ``zeta`` (added first) for ``mid``."""
     order: list[str] = []
+    finished: list[str] = []
+    done = {name: threading.Event() for name in ("zeta", "alpha", "mid")}
 
     def record(old: Any, new: Any) -> Any:
         order.append(new)
         return (old or []) + [new]
 
-    def writer(name: str, delay: float) -> Action:
+    def writer(name: str, after: str | None) -> Action:
         def action(state: AgentState) -> dict[str, Any]:
-            time.sleep(delay)  # the first-added node finishes last
+            if after is not None and not done[after].wait(10):
+                raise TimeoutError(f"{after} never finished: the step's nodes did not run at once")
+            finished.append(name)
+            done[name].set()
             return {"order": name}
 
         return action
 
     graph = StateGraph({"order": Channel(record)})
-    graph.add_node("zeta", writer("zeta", 0.05))
-    graph.add_node("alpha", writer("alpha", 0.0))
-    graph.add_node("mid", writer("mid", 0.02))
+    graph.add_node("zeta", writer("zeta", after="mid"))
+    graph.add_node("alpha", writer("alpha", after=None))
+    graph.add_node("mid", writer("mid", after="alpha"))
     graph.add_edge(START, "mid").add_edge(START, "alpha").add_edge(START, "zeta")
     for name in ("zeta", "alpha", "mid"):
         graph.add_edge(name, END)
     result = graph.compile().invoke({})
+    assert finished == ["alpha", "mid", "zeta"]
     assert order == ["zeta", "alpha", "mid"]
     assert result["order"] == ["zeta", "alpha", "mid"]
 
@@ -724,8 +731,7 @@ def test_stream_updates() -> None:
     assert outputs[2].state["log"] == ["a", "b", "c"]
 
 
-def test_stream_snapshots() -> None:
-    saver = MemorySaver()
+def test_stream_snapshots(saver: BaseCheckpointSaver) -> None:
     compiled = diamond().compile(CompileConfig(checkpoint_saver=saver))
     config = RunnableConfig(thread_id="snap", stream_mode=StreamMode.SNAPSHOTS)
     outputs = list(compiled.stream({"input": "x"}, config))

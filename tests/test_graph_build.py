@@ -17,6 +17,8 @@ from langgraph_celery import (
     CompileConfig,
     CompiledGraph,
     GraphDefinitionError,
+    GraphInput,
+    RunnableConfig,
     StateGraph,
 )
 from langgraph_celery.checkpoint import MemorySaver
@@ -38,6 +40,11 @@ def chain(*nodes: str) -> StateGraph:
     return graph
 
 
+def path(graph: CompiledGraph, graph_input: Any = None, config: Any = None) -> list[str]:
+    """The nodes a run of ``graph`` streams (``START`` and, once it completes, ``END`` too)."""
+    return [output.node for output in graph.stream(graph_input, config)]
+
+
 def compile_error(graph: StateGraph, config: CompileConfig | None = None) -> str:
     with pytest.raises(GraphDefinitionError) as info:
         graph.compile(config)
@@ -57,9 +64,9 @@ def test_builder_methods_return_the_builder() -> None:
     assert isinstance(graph.compile(), CompiledGraph)
 
 
-def test_valid_graphs_compile() -> None:
-    assert isinstance(chain("a").compile(), CompiledGraph)
-    assert isinstance(chain("a", "b", "c").compile(CompileConfig()), CompiledGraph)
+def test_valid_graphs_compile_and_run() -> None:
+    assert path(chain("a").compile()) == [START, "a", END]
+    assert path(chain("a", "b", "c").compile(CompileConfig())) == [START, "a", "b", "c", END]
 
 
 def test_definition_error_is_value_error() -> None:
@@ -178,11 +185,16 @@ def test_interrupts_without_checkpoint_saver(field: str) -> None:
     assert "checkpoint saver" in message
 
 
-def test_interrupts_with_checkpoint_saver_compile() -> None:
+def test_interrupts_with_checkpoint_saver_compile_and_stop_the_run() -> None:
     config = CompileConfig(
         checkpoint_saver=MemorySaver(), interrupt_before=["a"], interrupt_after=["b"]
     )
-    assert isinstance(chain("a", "b").compile(config), CompiledGraph)
+    graph = chain("a", "b").compile(config)
+    thread = RunnableConfig(thread_id="t")
+    assert path(graph, {}, thread) == [START]  # stopped before a
+    assert graph.get_state(thread).next == ("a",)
+    assert path(graph, GraphInput.resume(), thread) == ["a", "b"]  # stopped after b
+    assert path(graph, GraphInput.resume(), thread) == [END]
 
 
 # -- what is accepted ---------------------------------------------------------------------------
@@ -192,23 +204,27 @@ def test_conditional_mapping_none_makes_every_node_reachable() -> None:
     graph = StateGraph()
     graph.add_node("a", noop).add_node("b", noop).add_node("c", noop)
     graph.add_edge(START, "a")
-    graph.add_conditional_edges("a", lambda s: "b")
+    graph.add_conditional_edges("a", lambda s: s["to"])
     graph.add_edge("b", END).add_edge("c", END)
-    assert isinstance(graph.compile(), CompiledGraph)
+    compiled = graph.compile()
+    assert path(compiled, {"to": "b"}) == [START, "a", "b", END]
+    assert path(compiled, {"to": "c"}) == [START, "a", "c", END]
 
 
-def test_conditional_entry_point_compiles() -> None:
+def test_conditional_entry_point_compiles_and_routes() -> None:
     graph = StateGraph().add_node("a", noop).add_node("b", noop)
-    graph.add_conditional_edges(START, lambda s: "a", {"a": "a", "b": "b"})
+    graph.add_conditional_edges(START, lambda s: s["to"], {"to_a": "a", "to_b": "b"})
     graph.add_edge("a", END).add_edge("b", END)
-    assert isinstance(graph.compile(), CompiledGraph)
+    compiled = graph.compile()
+    assert path(compiled, {"to": "to_a"}) == [START, "a", END]
+    assert path(compiled, {"to": "to_b"}) == [START, "b", END]
 
 
 def test_join_sources_count_as_outgoing_edges() -> None:
     graph = StateGraph().add_node("a", noop).add_node("b", noop).add_node("c", noop)
     graph.add_edge(START, "a").add_edge(START, "b")
     graph.add_edge(["a", "b"], "c").add_edge("c", END)
-    assert isinstance(graph.compile(), CompiledGraph)
+    assert path(graph.compile()) == [START, "a", "b", "c", END]
 
 
 def test_compile_rejects_non_compile_config() -> None:

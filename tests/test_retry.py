@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
-import time
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,23 +25,26 @@ from langgraph_celery import (
     RunnableConfig,
     StateGraph,
 )
-from langgraph_celery.checkpoint import BaseCheckpointSaver, MemorySaver
+from langgraph_celery.checkpoint import BaseCheckpointSaver
 
 CFG = RunnableConfig(thread_id="thread-1")
 FAST = {"retry_delay": 0.001, "max_interval": 0.001}
 
 
 class Flaky:
-    """A plain node that raises ``errors`` in turn, then appends ``ok`` to ``log``."""
+    """A plain node that raises ``errors`` in turn, then appends ``ok`` to ``log``; each call
+    appends ``"call"`` to ``events`` (a list a test may share)."""
 
     def __init__(self, *errors: BaseException) -> None:
         self.errors = list(errors)
         self.calls = 0
+        self.events: list[Any] = []
         self._lock = threading.Lock()
 
     def __call__(self, state: AgentState) -> dict[str, Any]:
         with self._lock:
             self.calls += 1
+            self.events.append("call")
             error = self.errors.pop(0) if self.errors else None
         if error is not None:
             raise error
@@ -50,6 +55,37 @@ class AsyncFlaky(Flaky):
     async def __call__(self, state: AgentState) -> dict[str, Any]:  # type: ignore[override]
         await asyncio.sleep(0)
         return Flaky.__call__(self, state)
+
+
+class Waits:
+    """The retry hook's waits, recorded in ``events`` instead of slept: ``("sleep", seconds)``
+    for a blocking ``time.sleep``, ``("await", seconds)`` for an ``asyncio.sleep``, which then
+    awaits ``during_await()`` (by default nothing) before it returns."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+        self.during_await: Callable[[], Awaitable[Any]] | None = None
+
+    def sleep(self, seconds: float) -> None:
+        self.events.append(("sleep", seconds))
+
+    async def async_sleep(self, seconds: float) -> None:
+        self.events.append(("await", seconds))
+        if self.during_await is not None:
+            await asyncio.wait_for(self.during_await(), 10)
+
+    def seconds(self, kind: str) -> list[float]:
+        return [e[1] for e in self.events if isinstance(e, tuple) and e[0] == kind]
+
+
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> Waits:
+    """Record the waits of the module that implements the retry hook, instead of sleeping."""
+    recorded = Waits()
+    module = sys.modules[type(RetryPolicy(retry_on=OSError).as_hook()).__module__]
+    monkeypatch.setattr(module, "time", SimpleNamespace(sleep=recorded.sleep))
+    monkeypatch.setattr(module, "asyncio", SimpleNamespace(sleep=recorded.async_sleep))
+    return recorded
 
 
 def graph_with(node: Any, policy: RetryPolicy, saver: BaseCheckpointSaver | None = None) -> Any:
@@ -196,14 +232,13 @@ def test_unmatched_error_after_a_retry_fails_at_once() -> None:
     assert info.value.error_type == "TypeError"
 
 
-def test_graph_interrupt_is_not_retried() -> None:
+def test_graph_interrupt_is_not_retried(saver: BaseCheckpointSaver) -> None:
     calls = []
 
     def ask(state: AgentState) -> None:
         calls.append(1)
         raise GraphInterrupt("human please")
 
-    saver = MemorySaver()
     stream = graph_with(ask, RetryPolicy(retry_on=Exception, **FAST), saver).stream({}, CFG)
     list(stream)
     assert stream.result.as_interruption_metadata().node_id == "flaky"
@@ -293,14 +328,25 @@ def test_jitter_bounds() -> None:
     assert max(policy.delay(20) for _ in range(500)) <= 6.0
 
 
-def test_retries_actually_wait() -> None:
+def test_retries_wait_the_policy_delays_between_attempts(waits: Waits) -> None:
     node = Flaky(ConnectionError("1"), ConnectionError("2"))
+    node.events = waits.events
     policy = RetryPolicy(retry_on=ConnectionError, retry_delay=0.04, backoff_factor=2, jitter=False)
-    started = time.perf_counter()
-    graph_with(node, policy).invoke({})
-    elapsed = time.perf_counter() - started
-    assert node.calls == 3
-    assert elapsed >= 0.04 + 0.08 - 0.005
+    assert graph_with(node, policy).invoke({}).value("log") == ["before", "ok"]
+    assert waits.events == ["call", ("sleep", 0.04), "call", ("sleep", 0.08), "call"]
+
+
+def test_retry_delays_grow_to_max_interval_with_jitter_on_top(waits: Waits) -> None:
+    node = Flaky(*(OSError(str(i)) for i in range(4)))
+    policy = RetryPolicy(
+        retry_on=OSError, max_attempts=5, retry_delay=1, backoff_factor=3, max_interval=5
+    )
+    assert graph_with(node, policy).invoke({}).value("log") == ["before", "ok"]
+    assert node.calls == 5
+    delays = waits.seconds("sleep")
+    bases = [1, 3, 5, 5]
+    assert all(base <= delay <= 2 * base for delay, base in zip(delays, bases, strict=True)), delays
+    assert delays != bases  # the jitter added something
 
 
 # -- sync and async nodes -----------------------------------------------------------------------
@@ -333,29 +379,37 @@ def test_async_retry_in_ainvoke() -> None:
     assert node.calls == 2
 
 
-def test_async_retry_does_not_block_the_event_loop() -> None:
-    """While an async node waits for its retry, a sibling async node makes progress."""
-    ticks: list[float] = []
+def test_async_retry_waits_without_blocking_the_event_loop(waits: Waits) -> None:
+    """While an async node waits for its retry, a sibling async node makes progress: the wait
+    lasts until the sibling has ticked, which it starts doing only once the wait began."""
+    waiting, ticked = asyncio.Event(), asyncio.Event()
+
+    async def until_ticked() -> None:
+        waiting.set()
+        await ticked.wait()
+
+    waits.during_await = until_ticked
 
     async def ticker(state: AgentState) -> dict[str, Any]:
-        for _ in range(5):
-            ticks.append(time.perf_counter())
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(waiting.wait(), 10)
+        for tick in range(5):
+            waits.events.append(("tick", tick))
+            await asyncio.sleep(0)
+        ticked.set()
         return {"log": "ticker"}
 
     node = AsyncFlaky(ConnectionError("1"))
+    node.events = waits.events
     graph = StateGraph({"log": Channels.appender()})
     graph.add_node("flaky", node).add_node("ticker", ticker)
     graph.add_edge(START, "flaky").add_edge(START, "ticker")
     graph.add_edge("flaky", END).add_edge("ticker", END)
     policy = RetryPolicy(retry_on=ConnectionError, retry_delay=0.08, jitter=False)
     graph.add_wrap_call_node_hook("flaky", policy.as_hook())
-    started = time.perf_counter()
     final = graph.compile().invoke({})
     assert sorted(final.value("log")) == ["ok", "ticker"]
-    assert node.calls == 2
-    assert len(ticks) == 5
-    assert ticks[-1] - started < 0.08  # the ticker finished while flaky was still waiting
+    ticks = [("tick", tick) for tick in range(5)]
+    assert waits.events == ["call", ("await", 0.08), *ticks, "call"]
 
 
 def test_global_retry_hook_applies_to_every_node() -> None:

@@ -4,7 +4,6 @@ shaped like an envelope, is rejected and logged, never executed; and what compil
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -43,9 +42,11 @@ def records(stack: CeleryStack, text: str, level: str) -> list[str]:
 
 
 def logged_once(stack: CeleryStack, text: str, level: str = "ERROR") -> None:
-    """``text`` is logged once at ``level`` (Celery may add its own WARNING for a Reject)."""
+    """``text`` is logged once at ``level`` (Celery may add its own WARNING for a Reject), and
+    the message is gone: once nothing is left on the broker or the worker, a message put back
+    on the queue would have run, and logged, again."""
     wait_until(lambda: records(stack, text, level), 15, 0.05, f"{text!r} in the worker log")
-    time.sleep(0.1)  # a redelivery would show up by now
+    stack.wait_until_quiet()
     assert len(records(stack, text, level)) == 1, stack.worker_logs()[-3000:]
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -17,6 +19,17 @@ from langgraph_celery.worker.names import celery_task_id, thread_channel
 
 def calls(redis_client: Any, thread: str, node: str) -> int:
     return int(redis_client.get(f"calls:{thread}:{node}") or 0)
+
+
+@contextmanager
+def held(redis_client: Any, thread: str, node: str) -> Iterator[None]:
+    """Node ``node`` of the ``slow`` graph, started on ``thread``, cannot end before the block
+    does (see ``lgc_graphs.slow``)."""
+    redis_client.set(f"hold:{thread}:{node}", 1)
+    try:
+        yield
+    finally:
+        redis_client.delete(f"hold:{thread}:{node}")
 
 
 def idle(stack: CeleryStack) -> bool:
@@ -69,15 +82,17 @@ def test_busy_thread_refuses_a_second_run_or_resume(
 ) -> None:
     graph = celery_stack.graph("slow")
     config = RunnableConfig(thread_id=thread)
-    handle = graph.start({"thread": thread, "sleep": 1.0}, config)
-    assert handle.status() == "running"
+    with held(redis_client, thread, "a"):  # a runs until the refusals are checked
+        handle = graph.start({"thread": thread}, config)
+        assert handle.status() == "running"
 
-    with pytest.raises(GraphStateError, match="busy"):
-        graph.start({"thread": thread}, config)
-    with pytest.raises(GraphStateError, match="busy"):
-        graph.invoke(GraphInput.resume({"extra": 1}), config)
-    with pytest.raises(GraphStateError, match="busy"):
-        graph.invoke({"thread": thread}, config)
+        with pytest.raises(GraphStateError, match="busy"):
+            graph.start({"thread": thread}, config)
+        with pytest.raises(GraphStateError, match="busy"):
+            graph.invoke(GraphInput.resume({"extra": 1}), config)
+        with pytest.raises(GraphStateError, match="busy"):
+            graph.invoke({"thread": thread}, config)
+        assert handle.status() == "running"
 
     result = handle.wait(timeout=20)
     assert result.as_state_data()["log"] == ["a", "b", "c"]
@@ -118,27 +133,24 @@ def test_resume_of_a_thread_without_checkpoints_is_refused(
 
 
 def test_start_returns_at_once_and_wait_gives_the_result(
-    celery_stack: CeleryStack, thread: str
+    celery_stack: CeleryStack, thread: str, redis_client: Any
 ) -> None:
     graph = celery_stack.graph("slow")
     config = RunnableConfig(thread_id=thread)
-    began = time.monotonic()
-    handle = graph.start({"thread": thread, "sleep": 1.0}, config)
-    assert time.monotonic() - began < 0.5
-    assert isinstance(handle, RunHandle)
-    assert handle.thread_id == thread
-    assert handle.status() == "running"
-    with pytest.raises(TimeoutError):
-        handle.wait(timeout=0.2)
+    with held(redis_client, thread, "a"):
+        handle = graph.start({"thread": thread}, config)
+        # start returned while the run's first node could not end: it did not wait for the run
+        assert calls(redis_client, thread, "a") == 0
+        assert isinstance(handle, RunHandle)
+        assert handle.thread_id == thread
+        assert handle.status() == "running"
+        with pytest.raises(TimeoutError):
+            handle.wait(timeout=0.2)
+        assert calls(redis_client, thread, "a") == 0
 
     result = handle.wait(timeout=20)
     assert result.is_state_data()
-    assert result.as_state_data() == {
-        "thread": thread,
-        "sleep": 1.0,
-        "log": ["a", "b", "c"],
-        "results": [],
-    }
+    assert result.as_state_data() == {"thread": thread, "log": ["a", "b", "c"], "results": []}
     assert handle.status() == "completed"
     assert graph.get_state(config).state.data == result.as_state_data()
 
@@ -163,12 +175,17 @@ def test_cancel_while_a_node_runs_stops_the_run_after_that_node(
 ) -> None:
     graph = celery_stack.graph("slow")
     config = RunnableConfig(thread_id=thread)
-    handle = graph.start({"thread": thread, "sleep": 0.6}, config)
-    wait_until(lambda: redis_client.get(f"started:{thread}:a"), 10, 0.01, "node a to start")
-    assert handle.cancel() is True
-    assert handle.status() == "cancelled"
-    wait_until(lambda: calls(redis_client, thread, "a") == 1, 10, 0.02, "node a to end")
-    time.sleep(0.5)  # what a worker would do next, it has done by now
+    with held(redis_client, thread, "a"):  # a runs until the run is cancelled
+        handle = graph.start({"thread": thread}, config)
+        wait_until(lambda: redis_client.get(f"started:{thread}:a"), 10, 0.01, "node a to start")
+        assert handle.cancel() is True
+        assert handle.status() == "cancelled"
+    first = celery_stack.saver.list(thread)[-1]
+    task_a = celery_stack.app.AsyncResult(celery_task_id(first.run_id, first.checkpoint_id, "a"))
+    wait_until(lambda: task_a.state == "SUCCESS", 10, 0.02, "the task of node a to end")
+    assert calls(redis_client, thread, "a") == 1
+    # whatever a's task sent has run by now
+    celery_stack.wait_until_quiet()
     assert redis_client.get(f"started:{thread}:b") is None
     assert handle.status() == "cancelled"
     with pytest.raises(GraphStateError, match="cancelled"):
@@ -194,7 +211,7 @@ def test_cancel_stops_the_run_at_its_current_step(
     # stopped before running a, or a was running already: it finished and its step was stored
     # ("merged"), but the next step sees the mark and goes no further
     assert task_a.result["status"] in ("stopped", "cancelled", "merged")
-    time.sleep(0.3)
+    celery_stack.wait_until_quiet()  # whatever a's task sent has run by now
     assert calls(redis_client, thread, "a") <= 1
     assert calls(redis_client, thread, "b") == 0
     assert handle.status() == "cancelled"
@@ -299,9 +316,17 @@ def test_followers_are_woken_at_each_step_by_the_result_backend(
     # after its step was stored, never at a task's start
     assert len(steps_seen) >= 2, steps_seen
     assert steps_seen == sorted(set(steps_seen)), steps_seen
+    # every task of the run has ended: what the worker published comes before a marker the
+    # test publishes now
+    celery_stack.wait_until_quiet()
+    redis_client.publish(thread_channel(thread), b"marker")
     published = []
-    while (message := worker_channel.get_message(timeout=0.5)) is not None:
+    while (message := worker_channel.get_message(timeout=10)) is not None:
+        if message["data"] == b"marker":
+            break
         published.append(message)
+    else:
+        raise AssertionError(f"the marker never came back; before it: {published}")
     worker_channel.close()
     # only the run's completion, on the final channel
     assert [m["channel"] for m in published] == [thread_channel(thread, final=True).encode()]

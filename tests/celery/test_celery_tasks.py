@@ -3,7 +3,6 @@ whatever the broker redelivers."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from celery_support import CeleryStack, wait_until
@@ -86,6 +85,7 @@ def test_redelivered_node_messages_apply_each_update_once(
         celery_stack.app.send_task(result.name, kwargs=result.kwargs, task_id=result.id)
     for _, _, result in tasks:
         wait_until(lambda r=result: succeeded(celery_stack, r.id) == 2, 10, 0.05, "redelivery")
+    celery_stack.wait_until_quiet()  # and whatever the duplicates sent has run
 
     assert graph.get_state(config).state.data == state.data
     assert [s.config.checkpoint_id for s in graph.get_state_history(config)] == history
@@ -125,7 +125,7 @@ def test_duplicates_while_the_run_runs_apply_each_update_once(
     result = handle.wait(timeout=20)
     wait_until(lambda: succeeded(celery_stack, a_result.id) == 2, 10, 0.05, "a's duplicate")
     wait_until(lambda: succeeded(celery_stack, b_id) == 2, 10, 0.05, "b's duplicate")
-    time.sleep(0.2)
+    celery_stack.wait_until_quiet()  # whatever the duplicates sent has run by now
 
     assert result.as_state_data()["log"] == ["a", "b", "c"]
     assert graph.get_state(config).state.data["log"] == ["a", "b", "c"]

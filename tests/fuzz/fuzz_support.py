@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,7 +19,13 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, settings
 
 from app_kit import app_env
-from celery_support import BundleAccess, ServiceProcess, launch_worker, wait_until
+from celery_support import (
+    BundleAccess,
+    ServiceProcess,
+    launch_worker,
+    wait_until,
+    wait_until_quiet,
+)
 
 __all__ = [
     "APPS_DIR",
@@ -30,15 +35,15 @@ __all__ = [
     "fuzz_env",
     "fuzz_settings",
     "log_records",
-    "settle",
     "start_fuzz_worker",
 ]
 
 APPS_DIR = Path(__file__).parent / "apps"
 APP_MODULE = "fuzz_app"
 #: The Redis db of the fuzz tests (broker, results, counters): their own, so that other suites
-#: flushing the shared test db (11) never drop the fuzz worker's messages.
-FUZZ_REDIS_DB = 12
+#: flushing the shared test db (11) never drop the fuzz worker's messages;
+#: ``LGC_TEST_FUZZ_REDIS_DB`` picks another, so that two checkouts can run them at once.
+FUZZ_REDIS_DB = int(os.environ.get("LGC_TEST_FUZZ_REDIS_DB", "12"))
 #: Generated graphs the worker compiles (seeds ``0..N-1``); ``LGC_FUZZ_GRAPHS`` raises it.
 FUZZ_GRAPHS = int(os.environ.get("LGC_FUZZ_GRAPHS", "40"))
 
@@ -148,13 +153,15 @@ class FuzzStack(BundleAccess):
         wait_until(lambda: len(self.records(since)) >= count, timeout, 0.02, f"{count} records")
         return self.records(since)
 
+    def wait_until_quiet(self, timeout: float = 30.0) -> None:
+        """Wait until no task is left on the broker or the worker (see
+        :func:`celery_support.wait_until_quiet`): what the worker would do with a message it
+        was sent, it has done by then (a second log line, a redelivery)."""
+        broker = self.settings["FUZZ_BROKER_URL"]
+        wait_until_quiet(self.app, broker, [self.queue], 1, timeout)
+
     def close(self) -> None:
         for process in [*self.extra, *([self.worker] if self.worker else [])]:
             process.stop()
         if self.bundle is not None:
             self.bundle.close()
-
-
-def settle(seconds: float = 0.2) -> None:
-    """Give a worker time to show something it should not do (a redelivery, a second line)."""
-    time.sleep(seconds)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from fuzz_support import FuzzStack, fuzz_settings, settle
+from fuzz_support import FuzzStack, fuzz_settings
 from hypothesis import event, given
 from hypothesis import strategies as st
 
@@ -243,7 +243,7 @@ def _send_and_check(
     wait_until(lambda: done() or said(), 30, 0.01, "the message to be handled")
     if expected is not None:
         wait_until(said, 10, 0.01, f"{expected!r} in the worker log")
-    settle(0.05)
+    stack.wait_until_quiet()  # a second record, or a redelivery, would be there by now
     records = stack.records(before)
     assert stack.worker is not None and stack.worker.alive(), stack.log()[-3000:]
     assert not [r for r in records if r[0] == "CRITICAL" and "Can't decode" not in r[1]]
@@ -385,7 +385,7 @@ def test_raw_messages_of_any_content_type_never_stop_the_worker(
     # handled when it is off the queue and the worker said something (or ran it quietly)
     wait_until(lambda: world.redis.llen(stack.queue) == 0, 30, 0.01, "the queue to drain")
     wait_until(lambda: stack.records(before), 10, 0.01, "a log record about it")
-    settle(0.1)
+    stack.wait_until_quiet()  # a second record, or a redelivery, would be there by now
     records = stack.records(before)
     assert stack.worker is not None and stack.worker.alive(), stack.log()[-3000:]
     assert not any("Unrecoverable error" in text for _, text in records), records

@@ -363,18 +363,28 @@ def napping() -> StateGraph:
     return graph.add_edge(START, "nap").add_edge("nap", END)
 
 
+#: How long a node of ``slow`` waits at most for a test to release it.
+HOLD_LIMIT = 60.0
+
+
 def slow() -> StateGraph:
     """START -> a (sleeps ``sleep`` s) -> b (``sleep_b``) -> c (``sleep_c``) -> END; each node
-    counts its starts and its completed calls in Redis per thread."""
+    counts its starts and its completed calls in Redis per thread.  A node started while the
+    Redis key ``hold:<thread>:<node>`` exists waits until a test deletes it (at most
+    :data:`HOLD_LIMIT` s) before it sleeps."""
     graph = log_graph()
 
     def sleeper(name: str, key: str) -> Action:
         def action(state: AgentState) -> dict[str, Any]:
             client = _redis()
+            thread = state.value("thread")
             try:
-                client.incr(f"started:{state.value('thread')}:{name}")
+                client.incr(f"started:{thread}:{name}")
+                deadline = time.monotonic() + HOLD_LIMIT
+                while client.exists(f"hold:{thread}:{name}") and time.monotonic() < deadline:
+                    time.sleep(0.01)
                 time.sleep(float(state.value(key, 0)))
-                client.incr(f"calls:{state.value('thread')}:{name}")
+                client.incr(f"calls:{thread}:{name}")
             finally:
                 client.close()
             return {"log": [name]}
