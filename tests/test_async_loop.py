@@ -85,3 +85,23 @@ def test_ainvoke_astream_and_aupdate_state_keep_the_loop_free(
     assert seen["outputs"] == ["send", "__END__"]
     assert seen["final"]["log"] == ["again", "draft"]
     assert seen["final"]["note"] == "ok"
+
+
+def test_a_plain_node_alone_in_its_step_runs_off_the_callers_loop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import time
+
+    def plain(state: Any) -> dict[str, Any]:
+        time.sleep(0.15)  # blocking work in a plain node
+        return {"done": True}
+
+    graph = StateGraph().add_node("plain", plain).add_edge(START, "plain").add_edge("plain", END)
+    compiled = graph.compile()
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        seen["state"] = (await compiled.ainvoke({})).data
+
+    assert blocked_callbacks(caplog, main) == []
+    assert seen["state"] == {"done": True}

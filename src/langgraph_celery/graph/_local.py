@@ -12,7 +12,7 @@ from typing import Any
 
 from langgraph_celery.checkpoint.base import Checkpoint, PendingTask
 from langgraph_celery.errors import GraphError, NodeError
-from langgraph_celery.graph import _loop
+from langgraph_celery.graph import _loop, _sync
 from langgraph_celery.graph._engine import Engine
 from langgraph_celery.graph._loop import Action, Failure, Parking, StepMarks
 from langgraph_celery.graph.config import RunnableConfig
@@ -34,8 +34,10 @@ async def _run_tasks(
 ) -> list[Any]:
     runner = engine.runner
     if len(tasks) == 1:
+        # a plain node runs inline on our own loop (plain invoke), in a thread on a caller's
+        threaded = not _sync.on_own_loop()
         try:
-            return [await runner.run_task(tasks[0], checkpoint.values, config)]
+            return [await runner.run_task(tasks[0], checkpoint.values, config, threaded=threaded)]
         except BaseException as error:
             if not isinstance(error, Exception):
                 raise
