@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import socket
 import threading
 import time
 import uuid
@@ -12,12 +13,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, func, select, text
+from sqlalchemy import create_engine, func, literal, select, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool, StaticPool
 
 from langgraph_celery.checkpoint import Checkpoint, SqlSaver
-from langgraph_celery.checkpoint._direct import KEEP_IDLE, MAX_OPEN, compile_direct
+from langgraph_celery.checkpoint._direct import (
+    KEEP_IDLE,
+    MAX_OPEN,
+    DirectConnections,
+    compile_direct,
+)
 
 
 def _checkpoint(thread: str, step: int, parent: str | None = "ck-parent") -> Checkpoint:
@@ -292,3 +298,17 @@ def test_dispose_closes_the_idle_connections_and_the_saver_stays_usable(postgres
         saver.dispose()
         engine.dispose()
         probe.dispose()
+
+
+def test_a_database_that_refuses_connections_is_sqlalchemys_error() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    engine = create_engine(f"postgresql+psycopg://postgres@127.0.0.1:{port}/nothing")
+    connections = DirectConnections(engine)
+    statement = compile_direct(select(literal(1).label("one")), engine, ())
+    with pytest.raises(OperationalError) as raised:
+        connections.run(statement, {})
+    assert not raised.value.connection_invalidated
+    connections.close()
+    engine.dispose()

@@ -16,6 +16,7 @@ an autocommit DBAPI connection of its own.  Only public SQLAlchemy is used:
   :data:`KEEP_IDLE`), so a call costs a list pop and push rather than a pool check-out and a
   reset; a call takes one, or checks one out when none is free, so threads never share one; one
   given back while another call waits on the pool goes back to the pool, to that call;
+* a failure to connect is raised as SQLAlchemy's exception, as SQLAlchemy's ``Connection`` does;
 * a disconnect (the server restarted, a backend was terminated) closes every idle connection,
   since they are likely dead too, and those the pool holds are replaced when next checked out
   (a ``checkout`` listener), as SQLAlchemy's own invalidation does; it is raised as SQLAlchemy's
@@ -276,6 +277,10 @@ class DirectConnections:
                 f"all {pool.checkedout()} connections of the checkpoint saver are in use (waited "
                 f"{pool.timeout():g} s): raise the engine's pool_size/max_overflow, or use fewer "
                 "threads"
+            ) from error
+        except self._dialect.loaded_dbapi.Error as error:  # (the database refused to connect)
+            raise sa_exc.DBAPIError.instance(
+                None, None, error, self._dialect.loaded_dbapi.Error, dialect=self._dialect
             ) from error
         finally:
             with self._lock:
