@@ -5,18 +5,25 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import socket
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, func, select, text
+from sqlalchemy import create_engine, func, literal, select, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool, StaticPool
 
 from langgraph_celery.checkpoint import Checkpoint, SqlSaver
-from langgraph_celery.checkpoint._direct import KEEP_IDLE, compile_direct
+from langgraph_celery.checkpoint._direct import (
+    KEEP_IDLE,
+    MAX_OPEN,
+    DirectConnections,
+    compile_direct,
+)
 
 
 def _checkpoint(thread: str, step: int, parent: str | None = "ck-parent") -> Checkpoint:
@@ -187,4 +194,121 @@ def test_an_engine_with_one_shared_connection_is_used_through_sqlalchemy(tmp_pat
     assert latest is not None and latest.checkpoint_id == stored.checkpoint_id
     saver.put_with_timer(_checkpoint("t1", 1), None)
     assert [c.step for c in saver.list("t1")] == [1, 0]
+    engine.dispose()
+
+
+def _slow_calls(saver: SqlSaver, engine: Any, count: int, seconds: float) -> list[str]:
+    """``count`` threads each run one statement of ``seconds`` at once; what each one did."""
+    assert saver._direct is not None
+    direct = saver._direct
+    slow = compile_direct(select(func.pg_sleep(seconds).label("slept")), engine, ())
+    barrier = threading.Barrier(count)
+    outcomes: list[str] = []
+
+    def call() -> None:
+        barrier.wait(timeout=10)
+        try:
+            direct.run(slow, {})
+            outcomes.append("ran")
+        except TimeoutError:
+            outcomes.append("timed out")
+
+    threads = [threading.Thread(target=call) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return sorted(outcomes)
+
+
+def test_after_a_disconnect_the_connections_idle_in_the_pool_are_replaced_too(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    engine = create_engine(
+        postgres_url.replace("postgresql://", "postgresql+psycopg://", 1),
+        pool_size=KEEP_IDLE + 4,
+        max_overflow=0,
+    )
+    saver = SqlSaver(engine, table_prefix=f"conn_{uuid.uuid4().hex[:8]}_")
+    try:
+        thread = f"t-{uuid.uuid4().hex}"
+        first = saver.put(_checkpoint(thread, 0, parent=None))
+        # KEEP_IDLE connections end in the saver's free list, the 4 others idle in its pool
+        assert _slow_calls(saver, engine, KEEP_IDLE + 4, 0.3) == ["ran"] * (KEEP_IDLE + 4)
+        assert saver._direct is not None and len(saver._direct._idle) == KEEP_IDLE
+        assert _terminate_others(postgres_url) >= KEEP_IDLE + 4
+
+        # the read's one repeat takes a connection from the pool: a new one, not a dead one
+        latest = saver.get(thread)
+        assert latest is not None and latest.checkpoint_id == first.checkpoint_id
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    finally:
+        saver.dispose()
+        engine.dispose()
+
+
+def test_an_engine_without_a_bounded_pool_gets_a_bounded_one_that_keeps_connections(
+    postgres_url: str,
+) -> None:
+    engine = create_engine(
+        postgres_url.replace("postgresql://", "postgresql+psycopg://", 1), poolclass=NullPool
+    )
+    saver = SqlSaver(engine, table_prefix=f"conn_{uuid.uuid4().hex[:8]}_")
+    try:
+        saver.setup()
+        # kept between calls (a NullPool would open one per call)
+        assert _backend_pid(saver) == _backend_pid(saver)
+        # and no more than MAX_OPEN at once: one call of MAX_OPEN + 1 waits for another's end
+        started = time.monotonic()
+        assert _slow_calls(saver, engine, MAX_OPEN + 1, 0.5) == ["ran"] * (MAX_OPEN + 1)
+        assert time.monotonic() - started >= 1.0
+    finally:
+        saver.dispose()
+        engine.dispose()
+
+
+def test_dispose_closes_the_idle_connections_and_the_saver_stays_usable(postgres_url: str) -> None:
+    name = f"lgc-{uuid.uuid4().hex[:12]}"
+    url = postgres_url.replace("postgresql://", "postgresql+psycopg://", 1)
+    engine = create_engine(
+        url, pool_size=KEEP_IDLE + 2, max_overflow=0, connect_args={"application_name": name}
+    )
+    probe = create_engine(url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+
+    def sessions() -> int:
+        with probe.connect() as conn:
+            query = text("SELECT count(*) FROM pg_stat_activity WHERE application_name = :name")
+            return int(conn.execute(query, {"name": name}).scalar_one())
+
+    saver = SqlSaver(engine, table_prefix=f"conn_{uuid.uuid4().hex[:8]}_")
+    try:
+        saver.setup()
+        engine.dispose()  # (the connection that created the tables)
+        thread = f"t-{uuid.uuid4().hex}"
+        saver.put(_checkpoint(thread, 0, parent=None))
+        # KEEP_IDLE connections idle in the saver's free list, 2 in its pool
+        assert _slow_calls(saver, engine, KEEP_IDLE + 2, 0.3) == ["ran"] * (KEEP_IDLE + 2)
+        assert sessions() == KEEP_IDLE + 2
+        saver.dispose()
+        assert sessions() == 0
+        assert [c.step for c in saver.list(thread)] == [0]
+        assert sessions() == 1
+    finally:
+        saver.dispose()
+        engine.dispose()
+        probe.dispose()
+
+
+def test_a_database_that_refuses_connections_is_sqlalchemys_error() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    engine = create_engine(f"postgresql+psycopg://postgres@127.0.0.1:{port}/nothing")
+    connections = DirectConnections(engine)
+    statement = compile_direct(select(literal(1).label("one")), engine, ())
+    with pytest.raises(OperationalError) as raised:
+        connections.run(statement, {})
+    assert not raised.value.connection_invalidated
+    connections.close()
     engine.dispose()

@@ -210,20 +210,22 @@ def _served(broker_url: str, x: int, timeout: float) -> bool:
         client.close()
 
 
-@pytest.mark.parametrize("executor", [False, True], ids=["plain-celery", "with-executor"])
+@pytest.mark.parametrize(
+    "executor", ["0", "off", "1"], ids=["plain-celery", "step-off", "executor"]
+)
 def test_a_worker_keeps_serving_after_a_failed_close_of_the_lost_connection(
-    tmp_path: Path, executor: bool
+    tmp_path: Path, executor: str
 ) -> None:
     """The broker dies and comes back; closing the lost connection fails as Kombu's close can
     (injected by ``apps/broken_close_app.py``).  A plain Celery worker stops ("Unrecoverable
-    error"); a worker whose app has a ``CeleryExecutor`` logs it, reconnects and serves."""
+    error"), and so does one whose ``CeleryExecutor`` has ``survive_broker_loss=False``; a
+    worker whose app has a ``CeleryExecutor`` logs it, reconnects and serves."""
     require("redis-server", shutil.which("redis-server") is not None, "not on PATH")
     server = RedisServer(tmp_path)
     server.start()
     broker_url = f"{server.url}/0"
     env = app_env(
-        APPS_DIR,
-        {"BROKEN_CLOSE_BROKER_URL": broker_url, "BROKEN_CLOSE_EXECUTOR": "1" if executor else "0"},
+        APPS_DIR, {"BROKEN_CLOSE_BROKER_URL": broker_url, "BROKEN_CLOSE_EXECUTOR": executor}
     )
     worker = launch_worker(
         "broken_close_app", ["celery"], "broken-close", env, tmp_path / "worker.log", 1
@@ -231,12 +233,12 @@ def test_a_worker_keeps_serving_after_a_failed_close_of_the_lost_connection(
     try:
         assert _served(broker_url, 1, 20), worker.log()[-4000:]
         server.restart()
-        if executor:
+        if executor == "1":
             assert _served(broker_url, 2, 30), worker.log()[-4000:]
             assert worker.alive()
             assert "reconnecting anyway" in worker.log()
         else:
-            wait_until(lambda: not worker.alive(), 30, 0.1, "the plain worker to stop")
+            wait_until(lambda: not worker.alive(), 30, 0.1, "the worker to stop")
             assert "Unrecoverable error: AttributeError" in worker.log()
     finally:
         worker.stop()

@@ -21,7 +21,6 @@ After each test a normal run completes and the fingerprint is unchanged.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import uuid
@@ -162,7 +161,7 @@ _plausible = st.one_of(
     st.just({"metadata": {"run_id": "r"}}),
 )
 _value = st.one_of(_plausible, _junk, _huge)
-_FIELDS = [field.name for field in dataclasses.fields(TaskEnvelope)]
+_FIELDS = list(TaskEnvelope.model_fields)
 _mutation = st.one_of(
     st.tuples(st.just("set"), st.sampled_from(_FIELDS), _value),
     st.tuples(st.just("del"), st.sampled_from(_FIELDS), st.none()),

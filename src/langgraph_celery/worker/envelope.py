@@ -1,20 +1,37 @@
 """The typed, JSON-only messages between clients and workers.
 
-A :class:`TaskEnvelope` goes in (which graph, node, thread, run, step and checkpoint); an
-:class:`Outcome` comes out when an invocation ends.  An interruption or a failure is returned as
-data, never raised across the wire.
+A :class:`TaskEnvelope` goes in (which graph, node, thread, run, step and checkpoint); a
+:class:`RunOutcome` comes out when an invocation ends.  An interruption or a failure is returned
+as data, never raised across the wire.
+
+Both are strict pydantic models: a message whose fields are missing, unknown, or of another JSON
+type (``"0"`` for ``0``, ``1`` for ``true``) is a :class:`MalformedMessage` naming each field at
+fault, and is never coerced into an envelope.
 """
 
 from __future__ import annotations
 
 import reprlib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetPydanticSchema,
+    PositiveInt,
+    StringConstraints,
+    ValidationError,
+    with_config,
+)
+from pydantic_core import PydanticCustomError
+from typing_extensions import TypedDict  # (pydantic needs it, not typing's, before 3.12)
 
 from langgraph_celery.graph.config import RESERVED_METADATA_KEYS
 
-__all__ = ["MalformedMessage", "RunOutcome", "TaskEnvelope"]
+__all__ = ["MAX_ID_LENGTH", "MalformedMessage", "RunConfigData", "RunOutcome", "TaskEnvelope"]
 
 
 class MalformedMessage(ValueError):
@@ -23,126 +40,151 @@ class MalformedMessage(ValueError):
 
 #: The longest id a checkpoint store keeps (its id columns); a longer one names nothing.
 MAX_ID_LENGTH = 255
-_CONFIG_FIELDS = frozenset({"metadata", "clone_state", "recursion_limit"})
-_short = reprlib.Repr()  # field values in error messages (and so in logs): bounded
-_short.maxstring = _short.maxother = 60
+
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+#: A graph, thread, run, checkpoint, invocation, node or task id.
+Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)]
 
 
-def _text(data: Mapping[str, Any], key: str, *, optional: bool = False) -> Any:
-    value = data.get(key)
-    if value is None and optional:
-        return None
-    if not isinstance(value, str) or not value:
-        raise MalformedMessage(
-            f"field {key!r} must be a non-empty string, got {_short.repr(value)}"
-        )
-    if len(value) > MAX_ID_LENGTH:
-        raise MalformedMessage(
-            f"field {key!r} is {len(value)} characters long; ids have at most {MAX_ID_LENGTH}"
-        )
-    return value
-
-
-def _int(data: Mapping[str, Any], key: str) -> int:
-    value = data.get(key)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise MalformedMessage(f"field {key!r} must be an integer, got {_short.repr(value)}")
-    return value
-
-
-def _config(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``config`` field: what a ``RunnableConfig`` is rebuilt from on the worker."""
-    config = data.get("config") or {}
-    if not isinstance(config, Mapping):
-        raise MalformedMessage("field 'config' must be a JSON object")
-    unknown = set(config) - _CONFIG_FIELDS
-    if unknown:
-        raise MalformedMessage(f"field 'config' has unknown fields {_short.repr(sorted(unknown))}")
-    metadata = config.get("metadata") or {}
-    if not isinstance(metadata, Mapping):
-        raise MalformedMessage("field 'config.metadata' must be a JSON object")
-    reserved = RESERVED_METADATA_KEYS & set(metadata)
+def _no_reserved_keys(metadata: dict[str, Any]) -> dict[str, Any]:
+    reserved = RESERVED_METADATA_KEYS.intersection(metadata)
     if reserved:
-        raise MalformedMessage(f"field 'config.metadata' has reserved keys {sorted(reserved)}")
-    limit = config.get("recursion_limit")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
-        raise MalformedMessage(
-            f"field 'config.recursion_limit' must be a positive integer, got {_short.repr(limit)}"
+        raise PydanticCustomError(
+            "reserved_keys", "has reserved keys {keys}", {"keys": sorted(reserved)}
         )
-    if not isinstance(config.get("clone_state", True), bool):
-        raise MalformedMessage("field 'config.clone_state' must be a boolean")
-    return dict(config)
+    return metadata
 
 
-@dataclass(frozen=True)
-class TaskEnvelope:
+@with_config(ConfigDict(extra="forbid", strict=True))
+class RunConfigData(TypedDict, total=False):
+    """The ``config`` of an envelope: what a ``RunnableConfig`` is rebuilt from on the worker."""
+
+    metadata: Annotated[dict[str, Any], AfterValidator(_no_reserved_keys)]
+    clone_state: bool
+    recursion_limit: PositiveInt | None
+
+
+# (callers build and read ``config`` as a plain dict; it is validated as RunConfigData)
+_Config = Annotated[
+    dict[str, Any], GetPydanticSchema(lambda _source, handler: handler(RunConfigData))
+]
+
+
+class TaskEnvelope(BaseModel):
     """One node execution (or a resume) as sent to a worker."""
 
-    graph_id: str
-    thread_id: str
-    run_id: str
+    model_config = _STRICT
+
+    graph_id: Id
+    thread_id: Id
+    run_id: Id
     step: int
-    checkpoint_id: str
-    invocation: str
+    checkpoint_id: Id
+    invocation: Id
     steps_taken: int = 0
-    node: str | None = None
-    task_id: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
+    node: Id | None = None
+    task_id: Id | None = None
+    config: _Config = Field(default_factory=dict)
 
     def to_message(self) -> dict[str, Any]:
-        # (by hand: ``asdict`` deep-copies, and this runs for every task sent)
-        return {
-            "graph_id": self.graph_id,
-            "thread_id": self.thread_id,
-            "run_id": self.run_id,
-            "step": self.step,
-            "checkpoint_id": self.checkpoint_id,
-            "invocation": self.invocation,
-            "steps_taken": self.steps_taken,
-            "node": self.node,
-            "task_id": self.task_id,
-            "config": dict(self.config),
-        }
+        # (a copy of the fields, which pydantic keeps in the instance's __dict__: model_dump
+        # deep-copies through the serializer, and this runs for every task sent)
+        message = dict(vars(self))
+        message["config"] = dict(self.config)
+        return message
 
     @classmethod
     def from_message(cls, data: Any) -> TaskEnvelope:
-        if not isinstance(data, Mapping):
-            raise MalformedMessage(f"envelope must be a JSON object, got {type(data).__name__}")
-        unknown = set(data) - {f for f in cls.__dataclass_fields__}
-        if unknown:
-            raise MalformedMessage(f"envelope has unknown fields {_short.repr(sorted(unknown))}")
-        config = _config(data)
-        return cls(
-            graph_id=_text(data, "graph_id"),
-            thread_id=_text(data, "thread_id"),
-            run_id=_text(data, "run_id"),
-            step=_int(data, "step"),
-            checkpoint_id=_text(data, "checkpoint_id"),
-            invocation=_text(data, "invocation"),
-            steps_taken=_int(data, "steps_taken") if "steps_taken" in data else 0,
-            node=_text(data, "node", optional=True),
-            task_id=_text(data, "task_id", optional=True),
-            config=config,
-        )
+        """The envelope a task message's keyword arguments carry, or :class:`MalformedMessage`."""
+        return _validate(cls, data, "envelope")
 
 
-@dataclass(frozen=True)
-class RunOutcome:
+class RunOutcome(BaseModel):
     """How an invocation ended: ``completed``, ``interrupted``, ``failed`` or ``cancelled``."""
 
-    status: str
-    run_id: str
-    thread_id: str
-    checkpoint_id: str
-    node: str | None = None
+    model_config = _STRICT
+
+    status: Literal["completed", "interrupted", "failed", "cancelled"]
+    run_id: Id
+    thread_id: Id
+    checkpoint_id: Id
+    node: Id | None = None
     reason: str | None = None
     error_type: str | None = None
     message: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
     def to_message(self) -> dict[str, Any]:
-        return asdict(self)
+        return self.model_dump()
 
     @classmethod
-    def from_message(cls, data: Mapping[str, Any]) -> RunOutcome:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+    def from_message(cls, data: Any) -> RunOutcome:
+        """The outcome a message carries, or :class:`MalformedMessage`."""
+        return _validate(cls, data, "outcome")
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+_short = reprlib.Repr()
+_short.maxstring = _short.maxother = 60
+
+
+def _shown(value: Any) -> str:
+    """A value in an error message (and so in a log line): at most 80 characters."""
+    text = _short.repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+#: What a field must be, by pydantic's error type (others: pydantic's own words).
+_MUST_BE = {
+    "string_type": "must be a non-empty string",
+    "string_too_short": "must be a non-empty string",
+    "int_type": "must be an integer",
+    "bool_type": "must be a boolean",
+    "dict_type": "must be a JSON object",
+    "greater_than": "must be a positive integer",
+    "literal_error": "must be one of {expected}",
+}
+
+
+def _validate(cls: type[_M], data: Any, what: str) -> _M:
+    if not isinstance(data, Mapping):
+        raise MalformedMessage(f"{what} must be a JSON object, got {type(data).__name__}")
+    try:
+        return cls.model_validate(data if isinstance(data, dict) else dict(data))
+    except ValidationError as error:
+        raise MalformedMessage(_describe(error, what)) from None
+
+
+def _describe(error: ValidationError, what: str) -> str:
+    """One line naming every field at fault, in the model's order; the unknown fields of an
+    object are named together, where the first of them is."""
+    problems: list[str] = []
+    unknown: dict[tuple[Any, ...], tuple[int, list[str]]] = {}  # object -> (place, names)
+    for item in error.errors(include_url=False):
+        loc = tuple(item["loc"])
+        kind = item["type"]
+        if kind == "extra_forbidden":
+            if loc[:-1] not in unknown:
+                unknown[loc[:-1]] = (len(problems), [])
+                problems.append("")
+            unknown[loc[:-1]][1].append(str(loc[-1]))
+            continue
+        field = ".".join(str(part) for part in loc)
+        value = item.get("input")
+        if kind == "missing":
+            problems.append(f"field {field!r} is missing")
+        elif kind == "string_too_long":
+            problems.append(
+                f"field {field!r} is {len(value)} characters long; ids have at most {MAX_ID_LENGTH}"
+            )
+        elif kind == "reserved_keys":
+            problems.append(f"field {field!r} {item['msg']}")
+        else:
+            must = _MUST_BE.get(kind, item["msg"]).format(**item.get("ctx", {}))
+            problems.append(f"field {field!r} {must}, got {_shown(value)}")
+    for parent, (place, names) in unknown.items():
+        where = f"field {'.'.join(str(p) for p in parent)!r}" if parent else what
+        problems[place] = f"{where} has unknown fields {_shown(sorted(names))}"
+    return "; ".join(problems)

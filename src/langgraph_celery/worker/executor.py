@@ -96,7 +96,22 @@ class CeleryExecutor:
     graph's node; it wins over a plain key) to queues, through ``app.conf.task_routes``: the
     executor's routes win for the nodes they name, the app's own ``task_routes`` route every
     other task (see ``worker/routing.py``). ``reap_interval`` and ``stalled_after`` (seconds)
-    drive the beat job that re-dispatches runs whose pending step has no live task.
+    drive the beat job that re-dispatches runs whose pending step has no live task;
+    ``interrupt_timeout`` gives parked runs a deadline, ``node_timeout`` every node a time limit
+    (``add_node(..., timeout=)`` overrides it).
+
+    Two steps are added to the consumer of ``app``'s workers, each of which a keyword turns off
+    (for an app whose consumer is patched otherwise, or to see Celery's own behaviour):
+
+    * ``guard_task_messages`` (:class:`~langgraph_celery.worker.guard.GuardTaskMessages`): a
+      message Celery's consumer cannot turn into a request (a body that is not ``[args, kwargs,
+      embed]``, no task id, a malformed ``timelimit``) is rejected and logged.  Off, such a
+      message stops the worker ("Unrecoverable error"), then the next one it is redelivered to.
+    * ``survive_broker_loss`` (:class:`~langgraph_celery.worker.reconnect.SurviveBrokerLoss`): a
+      failure to close the lost connection when the broker goes away is logged and the worker
+      reconnects.  Off, Kombu's Redis transport can stop the worker there.
+
+    The steps belong to the app: a worker runs one if any executor of its app added it.
     """
 
     #: How many deliveries of a node task's message may end with its worker process dead
@@ -112,6 +127,9 @@ class CeleryExecutor:
         stalled_after: float = 120.0,
         interrupt_timeout: float | None = None,
         node_timeout: float | None = None,
+        *,
+        guard_task_messages: bool = True,
+        survive_broker_loss: bool = True,
     ) -> None:
         if app is None or not hasattr(app, "send_task"):
             raise TypeError("CeleryExecutor takes a Celery app")
@@ -133,8 +151,10 @@ class CeleryExecutor:
         self.node_timeout = node_timeout
         self.notifier = Notifier(app)
         _apply_safe_settings(app)
-        app.steps["consumer"].add(GuardTaskMessages)  # malformed messages never stop a worker
-        app.steps["consumer"].add(SurviveBrokerLoss)  # nor does a failed close of a lost broker
+        if guard_task_messages:  # malformed messages never stop a worker
+            app.steps["consumer"].add(GuardTaskMessages)
+        if survive_broker_loss:  # nor does a failed close of a lost broker connection
+            app.steps["consumer"].add(SurviveBrokerLoss)
         if self.routes:
             routing.router_of(app).executors.add(self)
             app.steps["worker"].add(routing.CheckRoutes)  # a key naming no node stops a worker

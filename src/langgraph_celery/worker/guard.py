@@ -9,7 +9,9 @@ too.  (Keyword arguments named ``self`` only make the task call fail, with a tra
 :class:`GuardTaskMessages` wraps every task's strategy with :func:`check_task_message`, so
 such a message is rejected and logged like any invalid task message ("Received invalid task
 message: ..."), and the worker keeps serving.
-``CeleryExecutor(app)`` adds it to the app's consumer steps.
+``CeleryExecutor(app)`` adds it to the app's consumer steps; ``CeleryExecutor(app,
+guard_task_messages=False)`` does not (``tests/celery/test_celery_consumer_steps.py`` shows a
+worker without it stopped by such a message).
 """
 
 from __future__ import annotations

@@ -15,7 +15,9 @@ connection has been let go (``consumer.connection`` is ``None``) is logged and t
 reconnects as it does after any broker loss.  Nothing is lost by it: the unacknowledged
 messages stay in the broker's unacked index, which Kombu restores after its visibility timeout,
 and the checkpoint store's reaper re-dispatches any step whose message the broker lost.
-``CeleryExecutor(app)`` adds it to the app's consumer steps.
+``CeleryExecutor(app)`` adds it to the app's consumer steps; ``CeleryExecutor(app,
+survive_broker_loss=False)`` does not (``tests/chaos/test_chaos_broker.py`` shows a worker
+without it stopped there).
 """
 
 from __future__ import annotations

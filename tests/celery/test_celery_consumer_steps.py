@@ -1,0 +1,86 @@
+"""The consumer steps ``CeleryExecutor`` adds to its app's workers, each of which a keyword turns
+off: ``GuardTaskMessages`` (``guard_task_messages``) here, end to end against the failure it
+guards; ``SurviveBrokerLoss`` (``survive_broker_loss``) end to end in
+``tests/chaos/test_chaos_broker.py``."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from celery import Celery
+from kombu import Exchange, Queue
+
+from app_kit import app_env
+from celery_support import APPS_DIR, launch_worker, wait_until
+from langgraph_celery.celery import CeleryExecutor
+from langgraph_celery.worker.guard import GuardTaskMessages
+from langgraph_celery.worker.reconnect import SurviveBrokerLoss
+
+
+@pytest.mark.parametrize(
+    ("options", "steps"),
+    [
+        ({}, {GuardTaskMessages, SurviveBrokerLoss}),
+        ({"guard_task_messages": False}, {SurviveBrokerLoss}),
+        ({"survive_broker_loss": False}, {GuardTaskMessages}),
+        ({"guard_task_messages": False, "survive_broker_loss": False}, set()),
+    ],
+)
+def test_each_consumer_step_is_added_unless_turned_off(
+    options: dict[str, bool], steps: set[type]
+) -> None:
+    app = Celery("steps", broker="memory://", set_as_current=False)
+    CeleryExecutor(app, **options)
+    assert {GuardTaskMessages, SurviveBrokerLoss} & set(app.steps["consumer"]) == steps
+
+
+def test_the_switches_are_keyword_only() -> None:
+    app = Celery("steps", broker="memory://", set_as_current=False)
+    with pytest.raises(TypeError):
+        CeleryExecutor(app, None, 30.0, 120.0, None, False)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("guarded", [True, False], ids=["guarded", "guard-off"])
+def test_a_message_celery_cannot_read_stops_a_worker_only_without_the_guard(
+    celery_redis_url: str, tmp_path: Path, guarded: bool
+) -> None:
+    """A task message whose body is a list of two values, not ``[args, kwargs, embed]``,
+    raises out of Celery's consumer: without the guard the worker stops ("Unrecoverable
+    error"), and the message, redelivered, would stop the next one; with it the message is
+    rejected and logged, and the worker serves on."""
+    queue = f"guard-{uuid.uuid4().hex[:8]}"
+    env = app_env(
+        APPS_DIR, {"GUARD_BROKER_URL": celery_redis_url, "GUARD_OFF": "0" if guarded else "1"}
+    )
+    worker = launch_worker("guard_app", [queue], queue, env, tmp_path / "worker.log", 1)
+    client = Celery("guard-client", broker=celery_redis_url, backend=celery_redis_url)
+    try:
+        assert client.send_task("guard.add", (1, 1), queue=queue).get(timeout=30) == 2
+        target = Queue(queue, Exchange(queue), routing_key=queue)
+        with client.producer_or_acquire() as producer:
+            producer.publish(
+                json.dumps([1, 2]).encode(),
+                exchange=target.exchange,
+                routing_key=target.routing_key,
+                declare=[target],
+                content_type="application/json",
+                content_encoding="utf-8",
+                headers={"lang": "py", "task": "guard.add", "id": str(uuid.uuid4())},
+            )
+        if guarded:
+            worker.wait_for_log(
+                "Received invalid task message: task message body must be [args, kwargs, embed], "
+                "got list"
+            )
+            assert client.send_task("guard.add", (2, 1), queue=queue).get(timeout=30) == 3
+            assert worker.alive()
+            assert "Unrecoverable error" not in worker.log()
+        else:
+            wait_until(lambda: not worker.alive(), 30, 0.1, "the unguarded worker to stop")
+            assert "Unrecoverable error" in worker.log()
+    finally:
+        worker.stop()
+        client.close()
