@@ -22,11 +22,8 @@ GOOD: dict[str, Any] = {
     "run_id": "r",
     "step": 3,
     "checkpoint_id": "c",
-    "invocation": "i",
-    "steps_taken": 2,
     "node": "n",
     "task_id": "k",
-    "config": {"metadata": {"user": {"id": 7}}, "clone_state": False, "recursion_limit": 9},
 }
 
 
@@ -36,19 +33,14 @@ def test_a_message_carries_every_field_and_reads_back_equal() -> None:
     assert set(message) == set(TaskEnvelope.model_fields)
     assert message == GOOD
     assert TaskEnvelope.from_message(json.loads(json.dumps(message))) == envelope
-    message["config"]["clone_state"] = True  # the message is the caller's: the envelope keeps its
-    assert envelope.config["clone_state"] is False
+    message["node"] = "other"  # the message is the caller's: the envelope keeps its own
+    assert envelope.node == "n"
 
 
 def test_a_resume_message_has_no_node_and_the_optional_fields_default() -> None:
     required = {k: GOOD[k] for k in ("graph_id", "thread_id", "run_id", "step")}
-    envelope = TaskEnvelope.from_message({**required, "checkpoint_id": "c", "invocation": "i"})
-    assert (envelope.node, envelope.task_id, envelope.steps_taken, envelope.config) == (
-        None,
-        None,
-        0,
-        {},
-    )
+    envelope = TaskEnvelope.from_message({**required, "checkpoint_id": "c"})
+    assert (envelope.node, envelope.task_id) == (None, None)
     assert TaskEnvelope.from_message({**GOOD, "node": None, "task_id": None}).node is None
 
 
@@ -64,31 +56,14 @@ def test_an_envelope_is_frozen() -> None:
         ({"step": "0"}, "field 'step' must be an integer, got '0'"),
         ({"step": True}, "field 'step' must be an integer, got True"),
         ({"step": 1.0}, "field 'step' must be an integer, got 1.0"),
-        ({"steps_taken": None}, "field 'steps_taken' must be an integer, got None"),
         ({"thread_id": 42}, "field 'thread_id' must be a non-empty string, got 42"),
         ({"run_id": ""}, "field 'run_id' must be a non-empty string, got ''"),
         ({"node": ["a"]}, "field 'node' must be a non-empty string, got ['a']"),
-        ({"config": ["x"]}, "field 'config' must be a JSON object, got ['x']"),
-        ({"config": None}, "field 'config' must be a JSON object, got None"),
         ({"evil": 1}, "envelope has unknown fields ['evil']"),
-        ({"config": {"zzz": 1}}, "field 'config' has unknown fields ['zzz']"),
-        ({"config": {"metadata": []}}, "field 'config.metadata' must be a JSON object, got []"),
-        (
-            {"config": {"metadata": {"run_id": "x", "graph_id": "y", "ok": 1}}},
-            "field 'config.metadata' has reserved keys ['graph_id', 'run_id']",
-        ),
-        (
-            {"config": {"recursion_limit": 0}},
-            "field 'config.recursion_limit' must be a positive integer, got 0",
-        ),
-        (
-            {"config": {"recursion_limit": True}},
-            "field 'config.recursion_limit' must be an integer, got True",
-        ),
-        (
-            {"config": {"clone_state": 1}},
-            "field 'config.clone_state' must be a boolean, got 1",
-        ),
+        # a run's limits and metadata come from the store: a message carrying them is forged
+        # (or from a release that sent them), and refused
+        ({"config": {"recursion_limit": 1}}, "envelope has unknown fields ['config']"),
+        ({"steps_taken": 10_000}, "envelope has unknown fields ['steps_taken']"),
     ],
 )
 def test_a_malformed_message_names_the_field_at_fault(
@@ -100,12 +75,12 @@ def test_a_malformed_message_names_the_field_at_fault(
 
 
 def test_every_field_at_fault_is_named_and_values_are_shown_short() -> None:
-    message = {"graph_id": "g", "node": "a", "x": "y" * 10_000, "config": {"z": 1}}
+    message = {"graph_id": "g", "node": "a", "x": "y" * 10_000, "step": "1"}
     with pytest.raises(MalformedMessage) as raised:
         TaskEnvelope.from_message(message)
     text = str(raised.value)
     assert text.startswith("field 'thread_id' is missing; field 'run_id' is missing;")
-    assert "field 'config' has unknown fields ['z']" in text
+    assert "field 'step' must be an integer, got '1'" in text
     assert text.endswith("envelope has unknown fields ['x']")
     with pytest.raises(MalformedMessage) as raised:
         TaskEnvelope.from_message({**GOOD, "thread_id": ["é" * 1_000] * 500})

@@ -45,6 +45,7 @@ from langgraph_celery.beat.reaper import TIMEOUT_KEY, ReapReport, reap
 from langgraph_celery.celery import RunHandle
 from langgraph_celery.checkpoint import MemorySaver
 from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, Timer
+from langgraph_celery.graph._loop import Extra
 from langgraph_celery.worker import names
 from langgraph_celery.worker.names import celery_task_id
 from services import flushed_redis_db, unique_table_prefix
@@ -308,8 +309,9 @@ def test_reap_finishes_a_step_whose_writes_were_all_committed(
 def test_a_redispatched_run_keeps_the_config_it_was_started_with(
     stack: BeatStack, thread: str, r: Any
 ) -> None:
-    """The invocation's first checkpoint records its config: a run the reaper sends again keeps
-    its recursion limit, its metadata and its step count."""
+    """Each checkpoint of an invocation carries its config and step count: a run the reaper
+    sends again keeps its recursion limit, its metadata and its step count, and its messages
+    name the step only."""
     saver = stack.saver
     graph = stack.graph("held-fan")  # a -> (b | c) -> d; b's message waits in the held queue
     config = RunnableConfig(thread_id=thread, recursion_limit=7, metadata={"tenant": "acme"})
@@ -325,11 +327,19 @@ def test_a_redispatched_run_keeps_the_config_it_was_started_with(
     assert outcomes(reap(stack.executor, now=later()), thread) == ["redispatched"]
     [body] = r.lrange(stack.held_queue, 0, -1)
     _args, kwargs, _embed = json.loads(base64.b64decode(json.loads(body)["body"]))
-    assert kwargs["node"] == "b"
-    assert kwargs["config"]["recursion_limit"] == 7
-    assert kwargs["config"]["metadata"] == {"tenant": "acme"}
-    assert kwargs["steps_taken"] == 1  # the step after the first
-    assert kwargs["invocation"] == saver.list(thread)[-1].checkpoint_id
+    assert kwargs == {
+        "graph_id": "held-fan",
+        "thread_id": thread,
+        "run_id": step.run_id,
+        "step": step.step,
+        "checkpoint_id": step.checkpoint_id,
+        "node": "b",
+        "task_id": "b",
+    }
+    recorded = step.extra[Extra.RUN_CONFIG]
+    assert (recorded["recursion_limit"], recorded["metadata"]) == (7, {"tenant": "acme"})
+    assert step.extra[Extra.STEPS] == 1  # the step after the first
+    assert stack.executor.runtime("held-fan").config_of(step).recursion_limit == 7
     with Consuming(stack):
         data = handle.wait(timeout=20).as_state_data()
     assert data["log"][0] == "a" and sorted(data["log"][1:3]) == ["b", "c"]
@@ -590,10 +600,10 @@ def test_a_resume_refused_by_the_reducers_keeps_the_deadline(
     parked = saver.get(thread)
     real_apply_update = engine_module.apply_update
 
-    def refuse(schema: Any, values: Any, update: Any) -> Any:
+    def refuse(schema: Any, values: Any, update: Any, *what: Any) -> Any:
         if "approved" in update:
             raise ValueError("the reducer refuses this update")
-        return real_apply_update(schema, values, update)
+        return real_apply_update(schema, values, update, *what)
 
     monkeypatch.setattr(engine_module, "apply_update", refuse)
     with pytest.raises(ValueError, match="refuses"):

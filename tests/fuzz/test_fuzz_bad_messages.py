@@ -98,9 +98,6 @@ def _envelopes(stack: FuzzStack, graph_id: str, thread: str) -> list[dict[str, A
             "run_id": checkpoint.run_id,
             "step": checkpoint.step,
             "checkpoint_id": checkpoint.checkpoint_id,
-            "invocation": checkpoint.checkpoint_id,
-            "steps_taken": 0,
-            "config": {"metadata": {}, "clone_state": True},
         }
         found.append({**base, "node": None, "task_id": None})  # a resume of this checkpoint
         found += [{**base, "node": t.node, "task_id": t.id} for t in checkpoint.tasks]

@@ -187,13 +187,11 @@ def _reap_one(
     if waiting and waiting & live.ids():
         report.alive.append(thread_id)  # a slow node: its task runs, nothing to send again
         return
-    config, invocation, steps_taken = runtime.recorded_invocation(latest)
     if latest.tasks and _loop.decide_step(latest.tasks, marks).action is Action.COMMIT:
-        envelope = runtime.envelope(latest, invocation, config, steps_taken)
-        runtime.commit(latest, marks.updates, envelope, config)
+        runtime.commit(latest, marks.updates)
         report.finished.append(thread_id)
     else:
-        run_sync(runtime.advance(latest, invocation, config, steps_taken))
+        run_sync(runtime.advance(latest))
         report.redispatched.append(thread_id)
 
 

@@ -364,6 +364,7 @@ class Engine:
         same_run = _loop.same_run(base, latest, config.checkpoint_id)
         extra = dict(base.extra)
         extra.pop(Extra.COMPLETION_PENDING, None)
+        extra.pop(Extra.STEPS, None)  # a new invocation
         extra[Extra.RESUMED] = resumed
         extra.update(added or {})
         checkpoint = await self.save_child(
@@ -404,7 +405,6 @@ class Engine:
         self,
         checkpoint: Checkpoint,
         config: RunnableConfig,
-        steps_taken: int,
         store: Store | None = None,
     ) -> tuple[Checkpoint, Decision]:
         """What to do from ``checkpoint`` (see :func:`_loop.decide_next`), with the user code
@@ -414,7 +414,6 @@ class Engine:
         while True:
             decision = _loop.decide_next(
                 checkpoint,
-                steps_taken=steps_taken,
                 limit=self.limit(config),
                 interrupt_before=self.config.interrupt_before,
                 interruptible=self.interruptible,
@@ -478,6 +477,7 @@ class Engine:
             next_tasks, barriers, merged = await self.route_from(executed, merged, barriers, config)
             completion_pending = stop_after is not None and not next_tasks
             extra = {Extra.COMPLETION_PENDING: True} if completion_pending else {}
+        extra.update(_loop.next_extra(checkpoint, stepped=True))
         if barriers:
             extra[Extra.BARRIERS] = barriers
         new = await self.save_child(
@@ -506,7 +506,7 @@ class Engine:
         tasks, barriers, values = await self.route_from(
             sources, dict(checkpoint.values), barriers, config
         )
-        extra: dict[str, Any] = {}
+        extra = _loop.next_extra(checkpoint, stepped=False)
         if barriers:
             extra[Extra.BARRIERS] = barriers
         return await self.save_child(

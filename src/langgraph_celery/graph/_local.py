@@ -125,7 +125,6 @@ async def run_local(
     config = config._for_runtime(graph_id=engine.graph_id, run_id=checkpoint.run_id)
     if start is not None:
         yield start
-    steps = 0
     while True:
         if deadline is not None and time.monotonic() > deadline and _loop.has_pending(checkpoint):
             kept = (
@@ -138,7 +137,7 @@ async def run_local(
                 f"run {checkpoint.run_id} has not stopped after {timeout:g} s; it stopped "
                 f"before its next step (next: {', '.join(checkpoint.next) or 'its edges'}) {kept}"
             )
-        checkpoint, decision = await engine.next_decision(checkpoint, config, steps)
+        checkpoint, decision = await engine.next_decision(checkpoint, config)
         if decision.action is Action.COMPLETE:
             end, outcome.value = await engine.complete(checkpoint, config)
             outcome.done = True
@@ -151,7 +150,6 @@ async def run_local(
         if decision.action is Action.FAIL:
             assert decision.error is not None
             raise decision.error
-        steps += 1
         step = await _execute_step(engine, checkpoint, config)
         updates = step.marks.updates
         decision = _loop.decide_step(checkpoint.tasks, step.marks)

@@ -51,8 +51,10 @@ __all__ = [
     "has_pending",
     "is_continued",
     "is_resumed",
+    "next_extra",
     "recursion_error",
     "status_of",
+    "steps_taken",
 ]
 
 
@@ -68,9 +70,12 @@ class Extra:
     RESUMED: Final = "resumed"
     #: an ``interrupt_after`` stopped a run whose edges led to END: a resume completes it
     COMPLETION_PENDING: Final = "completion_pending"
-    #: (Celery) what an invocation was started with (recursion limit, metadata), recorded in
-    #: its first checkpoint, so a re-dispatched run keeps them
+    #: (Celery) what the invocation was started with (recursion limit, metadata, clone_state),
+    #: carried by each of its checkpoints: workers take a run's limits from the store, never
+    #: from a message
     RUN_CONFIG: Final = "celery_run_config"
+    #: how many supersteps the invocation has run up to this checkpoint (0 when absent)
+    STEPS: Final = "steps"
     #: the ``graph_id`` of the graph whose runs the thread holds (graphs compiled with one)
     GRAPH_ID: Final = "graph_id"
 
@@ -237,6 +242,24 @@ def is_continued(checkpoint: Checkpoint) -> bool:
     return checkpoint.kind in (CheckpointKind.RESUME, CheckpointKind.FORK)
 
 
+def steps_taken(checkpoint: Checkpoint) -> int:
+    """How many supersteps the invocation ``checkpoint`` belongs to has run."""
+    steps = checkpoint.extra.get(Extra.STEPS, 0)
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) else 0
+
+
+def next_extra(checkpoint: Checkpoint, *, stepped: bool) -> dict[str, Any]:
+    """What the checkpoint after ``checkpoint`` in the same invocation carries of its
+    bookkeeping: the invocation's config and its step count (one more when a step ran)."""
+    extra: dict[str, Any] = {}
+    if Extra.RUN_CONFIG in checkpoint.extra:
+        extra[Extra.RUN_CONFIG] = checkpoint.extra[Extra.RUN_CONFIG]
+    steps = steps_taken(checkpoint) + (1 if stepped else 0)
+    if steps:
+        extra[Extra.STEPS] = steps
+    return extra
+
+
 def is_resumed(checkpoint: Checkpoint) -> bool:
     """Whether ``checkpoint``'s tasks run without stopping before them again (a resume)."""
     return bool(checkpoint.extra.get(Extra.RESUMED))
@@ -338,15 +361,14 @@ def fail(node_id: str, error: GraphError) -> Decision:
 def decide_next(
     checkpoint: Checkpoint,
     *,
-    steps_taken: int,
     limit: int,
     interrupt_before: Iterable[str],
     interruptible: Iterable[str] = (),
 ) -> Decision:
     """What to do from a stored ``checkpoint`` whose step has not run.
 
-    ``steps_taken`` is how many supersteps this invocation has run; ``interruptible`` the
-    graph's nodes whose actions implement ``InterruptibleAction``.  A resumed checkpoint's
+    The invocation's steps so far are the checkpoint's (:func:`steps_taken`); ``interruptible``
+    the graph's nodes whose actions implement ``InterruptibleAction``.  A resumed checkpoint's
     tasks run without stopping before them again.
     """
     if checkpoint.extra.get(Extra.EDGES_PENDING):
@@ -359,7 +381,7 @@ def decide_next(
         for task in checkpoint.tasks:
             if task.node in stops:
                 return Decision(Action.PARK, node=task.node, parking=Parking(task.node))
-    if steps_taken >= limit:
+    if steps_taken(checkpoint) >= limit:
         return fail(checkpoint.next[0], recursion_error(limit, checkpoint.next))
     ask: tuple[str, ...] = ()
     if not resumed:

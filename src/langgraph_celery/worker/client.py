@@ -151,15 +151,12 @@ class CelerySource:
             # of two first runs): the thread stays as it was (timer included) and usable.
             self._release(latest, claim)
             raise
-        run_config = config._for_runtime(graph_id=runtime.graph_id, run_id=checkpoint.run_id)
-        invocation = checkpoint.checkpoint_id
         try:
             if graph_input.is_resume:
-                envelope = runtime.envelope(checkpoint, invocation, run_config, 0)
-                runtime.executor._send_resume(envelope)
+                runtime.executor._send_resume(runtime.envelope(checkpoint))
             else:
                 # marks and timers are idempotent, a task sent twice is applied once
-                await _astore(lambda: runtime.advance(checkpoint, invocation, run_config, 0))
+                await _astore(lambda: runtime.advance(checkpoint))
         except Exception as error:
             # The broker refused the run's first message: the run is stored, so record why it
             # did not start; the thread is not left busy, and GraphInput.resume() sends it again.

@@ -16,30 +16,21 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
-    GetPydanticSchema,
-    PositiveInt,
     StringConstraints,
     ValidationError,
-    with_config,
 )
-from pydantic_core import PydanticCustomError
-from typing_extensions import TypedDict  # (pydantic needs it, not typing's, before 3.12)
 
-from langgraph_celery.graph.config import RESERVED_METADATA_KEYS
+from langgraph_celery.graph.config import MAX_ID_LENGTH
 
-__all__ = ["MAX_ID_LENGTH", "MalformedMessage", "RunConfigData", "RunOutcome", "TaskEnvelope"]
+__all__ = ["MAX_ID_LENGTH", "MalformedMessage", "RunOutcome", "TaskEnvelope"]
 
 
 class MalformedMessage(ValueError):
     """A message that does not have the shape of an envelope."""
 
-
-#: The longest id a checkpoint store keeps (its id columns); a longer one names nothing.
-MAX_ID_LENGTH = 255
 
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -47,32 +38,9 @@ _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)]
 
 
-def _no_reserved_keys(metadata: dict[str, Any]) -> dict[str, Any]:
-    reserved = RESERVED_METADATA_KEYS.intersection(metadata)
-    if reserved:
-        raise PydanticCustomError(
-            "reserved_keys", "has reserved keys {keys}", {"keys": sorted(reserved)}
-        )
-    return metadata
-
-
-@with_config(ConfigDict(extra="forbid", strict=True))
-class RunConfigData(TypedDict, total=False):
-    """The ``config`` of an envelope: what a ``RunnableConfig`` is rebuilt from on the worker."""
-
-    metadata: Annotated[dict[str, Any], AfterValidator(_no_reserved_keys)]
-    clone_state: bool
-    recursion_limit: PositiveInt | None
-
-
-# (callers build and read ``config`` as a plain dict; it is validated as RunConfigData)
-_Config = Annotated[
-    dict[str, Any], GetPydanticSchema(lambda _source, handler: handler(RunConfigData))
-]
-
-
 class TaskEnvelope(BaseModel):
-    """One node execution (or a resume) as sent to a worker."""
+    """One node execution (or a resume) as sent to a worker: it names the step and nothing
+    else.  The run's limits and metadata are what its client recorded in the store."""
 
     model_config = _STRICT
 
@@ -81,18 +49,13 @@ class TaskEnvelope(BaseModel):
     run_id: Id
     step: int
     checkpoint_id: Id
-    invocation: Id
-    steps_taken: int = 0
     node: Id | None = None
     task_id: Id | None = None
-    config: _Config = Field(default_factory=dict)
 
     def to_message(self) -> dict[str, Any]:
         # (a copy of the fields, which pydantic keeps in the instance's __dict__: model_dump
-        # deep-copies through the serializer, and this runs for every task sent)
-        message = dict(vars(self))
-        message["config"] = dict(self.config)
-        return message
+        # goes through the serializer, and this runs for every task sent)
+        return dict(vars(self))
 
     @classmethod
     def from_message(cls, data: Any) -> TaskEnvelope:
@@ -179,8 +142,6 @@ def _describe(error: ValidationError, what: str) -> str:
             problems.append(
                 f"field {field!r} is {len(value)} characters long; ids have at most {MAX_ID_LENGTH}"
             )
-        elif kind == "reserved_keys":
-            problems.append(f"field {field!r} {item['msg']}")
         else:
             must = _MUST_BE.get(kind, item["msg"]).format(**item.get("ctx", {}))
             problems.append(f"field {field!r} {must}, got {_shown(value)}")

@@ -90,54 +90,32 @@ class GraphRuntime:
 
     # -- configs and envelopes ------------------------------------------------------------------
 
-    def config_for(self, envelope: TaskEnvelope) -> RunnableConfig:
-        return self._config(envelope.thread_id, envelope.run_id, envelope.config)
-
-    def _config(self, thread_id: str, run_id: str, data: Mapping[str, Any]) -> RunnableConfig:
+    def config_of(self, checkpoint: Checkpoint) -> RunnableConfig:
+        """The config of the invocation ``checkpoint`` belongs to, as its client recorded it in
+        the store (recursion limit, metadata, clone_state): never taken from a message."""
+        data = checkpoint.extra.get(Extra.RUN_CONFIG)
+        data = data if isinstance(data, Mapping) else {}
+        limit = data.get("recursion_limit")
+        metadata = data.get("metadata")
         config = RunnableConfig(
-            thread_id=thread_id,
-            recursion_limit=data.get("recursion_limit"),
-            metadata=data.get("metadata") or {},
-            clone_state=bool(data.get("clone_state", True)),
+            thread_id=checkpoint.thread_id,
+            recursion_limit=limit if isinstance(limit, int) and limit > 0 else None,
+            metadata=metadata if isinstance(metadata, Mapping) else {},
+            clone_state=data.get("clone_state", True) is not False,
         )
-        return config._for_runtime(graph_id=self.graph_id, run_id=run_id)
+        return config._for_runtime(graph_id=self.graph_id, run_id=checkpoint.run_id)
 
-    def recorded_invocation(self, checkpoint: Checkpoint) -> tuple[RunnableConfig, str, int]:
-        """For a run stalled at ``checkpoint``: the config its current invocation was started
-        with (recorded in the invocation's first checkpoint), that checkpoint's id, and the
-        steps taken since.  Without a record (a checkpoint stored by an earlier version), a
-        plain config and no steps."""
-        current: Checkpoint | None = checkpoint
-        while current is not None and current.run_id == checkpoint.run_id:
-            data = current.extra.get(Extra.RUN_CONFIG)
-            if isinstance(data, Mapping):
-                config = self._config(checkpoint.thread_id, checkpoint.run_id, data)
-                return config, current.checkpoint_id, checkpoint.step - current.step
-            if current.parent_id is None:
-                break
-            current = self.saver.get(current.thread_id, current.parent_id)
-        config = self._config(checkpoint.thread_id, checkpoint.run_id, {})
-        return config, checkpoint.checkpoint_id, 0
-
-    def envelope(
-        self,
-        checkpoint: Checkpoint,
-        invocation: str,
-        config: RunnableConfig,
-        steps_taken: int,
-        task: PendingTask | None = None,
-    ) -> TaskEnvelope:
+    def envelope(self, checkpoint: Checkpoint, task: PendingTask | None = None) -> TaskEnvelope:
+        """The message of one of ``checkpoint``'s tasks (or, without one, of its resume): it
+        names the step, nothing else."""
         return TaskEnvelope(
             graph_id=self.graph_id,
             thread_id=checkpoint.thread_id,
             run_id=checkpoint.run_id,
             step=checkpoint.step,
             checkpoint_id=checkpoint.checkpoint_id,
-            invocation=invocation,
-            steps_taken=steps_taken,
             node=task.node if task is not None else None,
             task_id=task.id if task is not None else None,
-            config=jsonable_config(config),
         )
 
     def writes(self, checkpoint: Checkpoint) -> dict[str, Any]:
@@ -202,9 +180,6 @@ class GraphRuntime:
     async def advance(
         self,
         checkpoint: Checkpoint,
-        invocation: str,
-        config: RunnableConfig,
-        steps_taken: int,
         *,
         announce: bool = False,
         timer_cleared: bool = False,
@@ -216,7 +191,8 @@ class GraphRuntime:
         with ``announce`` (``checkpoint`` is a new step) also when its tasks are sent.  With
         ``timer_cleared`` the run's stall timer went with ``checkpoint`` already.
         """
-        at, decision = await self.engine.next_decision(checkpoint, config, steps_taken)
+        config = self.config_of(checkpoint)
+        at, decision = await self.engine.next_decision(checkpoint, config)
         if decision.action is Action.COMPLETE:
             # the client that waits for the run reads it (and releases the thread)
             if not timer_cleared or at is not checkpoint:
@@ -229,17 +205,14 @@ class GraphRuntime:
             assert decision.failure is not None
             self.mark_failed(at, decision.failure)
         else:
-            self.send(at, invocation, config, steps_taken)
+            self.send(at)
             if announce:
                 self.executor.notifier.publish(at.thread_id)
         return decision
 
-    def send(
-        self, checkpoint: Checkpoint, invocation: str, config: RunnableConfig, steps_taken: int
-    ) -> None:
+    def send(self, checkpoint: Checkpoint) -> None:
         for task in checkpoint.tasks:
-            envelope = self.envelope(checkpoint, invocation, config, steps_taken, task)
-            self.executor._send_node(envelope, task)
+            self.executor._send_node(self.envelope(checkpoint, task), task)
 
     # -- the node task --------------------------------------------------------------------------
 
@@ -300,11 +273,8 @@ class GraphRuntime:
             self.count_delivery(checkpoint, task, marks)
         # A sibling failed or was interrupted: this node still runs and records its update, as
         # every node of a step does in process, so that a resume finds the same writes.
-        config = self.config_for(envelope)
         result = run_sync(
-            self._run_task(
-                checkpoint, task, marks, view.parent_markers, envelope, config, retries, retry
-            )
+            self._run_task(checkpoint, task, marks, view.parent_markers, retries, retry)
         )
         return result.to_data()
 
@@ -400,14 +370,13 @@ class GraphRuntime:
         task: PendingTask,
         marks: StepMarks,
         parent_marks: Mapping[str, Any],
-        envelope: TaskEnvelope,
-        config: RunnableConfig,
         retries: int,
         retry: Any,
     ) -> TaskResult:
         """Run the node (unless its update is in), record the update, and carry out what the
         run loop decides for the step: one pass on the event loop for the whole task."""
         saver = self.saver
+        config = self.config_of(checkpoint)
         if task.id not in marks.updates:
             try:
                 update = await self.engine.runner.run_task(task, checkpoint.values, config)
@@ -454,23 +423,17 @@ class GraphRuntime:
         # The task's result, stored once this returns, wakes the run's followers when the
         # backend publishes it; else the worker publishes a wake-up for the step.
         announce = not self.executor.notifier.steps_published_by_backend
-        return await self._commit(checkpoint, marks.updates, envelope, config, announce)
+        return await self._commit(checkpoint, marks.updates, config, announce)
 
-    def commit(
-        self,
-        checkpoint: Checkpoint,
-        writes: Mapping[str, Mapping[str, Any]],
-        envelope: TaskEnvelope,
-        config: RunnableConfig,
-    ) -> TaskResult:
+    def commit(self, checkpoint: Checkpoint, writes: Mapping[str, Mapping[str, Any]]) -> TaskResult:
         """Store the next checkpoint from every update of ``checkpoint``'s step, and go on."""
-        return run_sync(self._commit(checkpoint, writes, envelope, config, announce=True))
+        config = self.config_of(checkpoint)
+        return run_sync(self._commit(checkpoint, writes, config, announce=True))
 
     async def _commit(
         self,
         checkpoint: Checkpoint,
         writes: Mapping[str, Mapping[str, Any]],
-        envelope: TaskEnvelope,
         config: RunnableConfig,
         announce: bool,
     ) -> TaskResult:
@@ -511,12 +474,7 @@ class GraphRuntime:
             )
         else:
             decision = await self.advance(
-                new,
-                envelope.invocation,
-                config,
-                envelope.steps_taken + 1,
-                announce=announce,
-                timer_cleared=not _loop.has_pending(new),
+                new, announce=announce, timer_cleared=not _loop.has_pending(new)
             )
             if decision.error is not None:
                 raise decision.error  # the run failed on its way to the next step
@@ -559,10 +517,7 @@ class GraphRuntime:
                 ", stopped" if marks.stopped else (", another graph's" if foreign else ""),
             )
             return TaskResult(TaskStatus.REJECTED).to_data()
-        config = self.config_for(envelope)
-        decision = run_sync(
-            self.advance(checkpoint, envelope.invocation, config, envelope.steps_taken)
-        )
+        decision = run_sync(self.advance(checkpoint))
         if decision.error is not None:
             raise decision.error
         return TaskResult(TaskStatus.DISPATCHED, checkpoint_id=checkpoint.checkpoint_id).to_data()
