@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import inspect, text
+from sqlalchemy import inspect
 
 from langgraph_celery.checkpoint import (
     BaseCheckpointSaver,
@@ -514,6 +514,7 @@ def test_sql_saver_creates_tables_lazily(tmp_path: Path) -> None:
             "lazy_checkpoints",
             "lazy_writes",
             "lazy_timers",
+            "lazy_schema_version",
         }
         saver.setup()  # idempotent
         other = SqlSaver(saver.engine, table_prefix="lazy_")
@@ -540,26 +541,3 @@ def test_sql_saver_in_memory_sqlite_and_bad_prefix() -> None:
 def test_memory_saver_is_not_shared_across_processes() -> None:
     assert MemorySaver.shared_across_processes is False
     assert SqlSaver.shared_across_processes is True
-
-
-def test_sql_saver_on_tables_with_two_first_checkpoints_keeps_working(
-    sql_saver: SqlSaver, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Tables of an earlier version may hold a thread with two checkpoints without a parent:
-    the index cannot be added, setup says so and the saver goes on."""
-    sql_saver.setup()
-    index = f"{sql_saver.table_prefix}ckpt_root_uq"
-    with sql_saver.engine.begin() as conn:
-        conn.execute(text(f'DROP INDEX "{index}"'))
-    sql_saver.put(ckpt(-1, run="run-a", parent_id=None))
-    sql_saver.put(ckpt(-1, run="run-b", parent_id=None))
-    again = SqlSaver(sql_saver.engine, table_prefix=sql_saver.table_prefix)
-    with caplog.at_level("WARNING", logger="langgraph_celery.checkpoint"):
-        again.setup()
-    assert index in caplog.text and "two checkpoints without a parent" in caplog.text
-    assert len(again.list(THREAD)) == 2
-    again.release(THREAD)
-    SqlSaver(sql_saver.engine, table_prefix=sql_saver.table_prefix).setup()  # now it is added
-    with pytest.raises(CheckpointConflictError, match="another run started on this new thread"):
-        for run in ("run-c", "run-d"):
-            again.put(ckpt(-1, run=run, parent_id=None))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from langgraph_celery.checkpoint._migrations import SchemaError
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
@@ -24,6 +25,7 @@ __all__ = [
     "MemorySaver",
     "PendingTask",
     "PendingWrite",
+    "SchemaError",
     "SqlSaver",
     "Timer",
 ]

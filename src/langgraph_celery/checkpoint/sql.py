@@ -14,18 +14,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Index, create_engine, delete, event, select
+from sqlalchemy import Engine, create_engine, delete, event, select
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
 from langgraph_celery.checkpoint._direct import DirectConnections, DirectStatement, compile_direct
+from langgraph_celery.checkpoint._migrations import migrate
 from langgraph_celery.checkpoint._schema import (
     DEFAULT_TABLE_PREFIX,
     as_utc,
@@ -51,8 +51,6 @@ log = logging.getLogger("langgraph_celery.checkpoint")
 
 #: Seconds a SQLite connection waits for another writer's lock before failing.
 SQLITE_BUSY_TIMEOUT = 30.0
-
-_CREATE_ATTEMPTS = 5
 
 
 class SqlSaver(BaseCheckpointSaver):
@@ -116,53 +114,20 @@ class SqlSaver(BaseCheckpointSaver):
     # -- lifecycle ---------------------------------------------------------------------------
 
     def setup(self) -> None:
-        """Create the tables if they do not exist.  Idempotent; also done on first use."""
+        """Bring the tables to the latest schema version: create them, or apply the numbered
+        migrations they lack (see :mod:`langgraph_celery.checkpoint._migrations`), each once,
+        safely when several processes set up at once.  Idempotent; also done on first use.
+
+        Raises :class:`~langgraph_celery.checkpoint.SchemaError` if the tables are newer than
+        this code, or their data stops a migration (the message says what to fix).
+        """
         if self._ready:
             return
         with self._setup_lock:
             if self._ready:
                 return
-            for attempt in range(1, _CREATE_ATTEMPTS + 1):
-                try:
-                    with self._serial():
-                        self._tables.metadata.create_all(self._engine, checkfirst=True)
-                        self._create_root_index()
-                    break
-                except DBAPIError:
-                    # Another process created a table between our check and our CREATE.
-                    if attempt == _CREATE_ATTEMPTS:
-                        raise
-                    time.sleep(0.05 * attempt)
+            migrate(self._engine, self._table_prefix, self.serializer.loads, self._serial)
             self._ready = True
-
-    def _create_root_index(self) -> None:
-        """One checkpoint without a parent per thread: of two first runs started on a new thread
-        at once, one is stored.  A partial unique index (PostgreSQL, SQLite), also added to
-        tables created by an earlier version."""
-        if self._dialect not in ("postgresql", "sqlite"):
-            return
-        table = self._tables.checkpoints
-        index = Index(
-            f"{self._table_prefix}ckpt_root_uq",
-            table.c.thread_id,
-            unique=True,
-            postgresql_where=table.c.parent_id.is_(None),
-            sqlite_where=table.c.parent_id.is_(None),
-        )
-        table.indexes.discard(index)  # (described here only: create_all must not see it)
-        try:
-            index.create(self._engine, checkfirst=True)
-        except IntegrityError as exc:
-            # Tables of an earlier version where a thread already has two first checkpoints:
-            # the saver still works, without this guard, and says what to fix.
-            log.warning(
-                "%s: not adding the one-first-checkpoint-per-thread index %s: a thread already "
-                "has two checkpoints without a parent (%s); remove one of them (or release the "
-                "thread) and call setup() again",
-                self,
-                index.name,
-                exc.orig,
-            )
 
     def dispose(self) -> None:
         """Close the saver's idle connections, and the engine's pool if this saver created the
