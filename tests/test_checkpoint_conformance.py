@@ -22,6 +22,7 @@ from langgraph_celery.checkpoint import (
     BaseCheckpointSaver,
     Checkpoint,
     CheckpointConflictError,
+    CheckpointKind,
     MemorySaver,
     PendingTask,
     PendingWrite,
@@ -176,6 +177,18 @@ def test_pending_tasks_keep_has_arg(saver: BaseCheckpointSaver) -> None:
     assert got.tasks[1].arg is None
     assert got.tasks[2].arg == {"k": (1, 2)}
     assert got.next == ("plain", "send-none", "send-value", "send-zero")
+
+
+def test_every_kind_reads_back(saver: BaseCheckpointSaver) -> None:
+    stored = [ckpt(step, kind=kind) for step, kind in enumerate(CheckpointKind)]
+    for checkpoint in stored:
+        saver.put(checkpoint)
+    assert [c.kind for c in saver.list(THREAD)] == [c.kind for c in reversed(stored)]
+    for checkpoint in stored:
+        got = saver.get(THREAD, checkpoint.checkpoint_id)
+        assert got is not None and got.kind is checkpoint.kind
+    view = saver.get_with_writes(THREAD)
+    assert view.checkpoint is not None and view.checkpoint.kind is stored[-1].kind
 
 
 # -- uniqueness -------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ it (SQLAlchemy's output for SQLite and PostgreSQL), and filled as they filled th
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -149,7 +150,7 @@ def _old_tables(prefix: str) -> tuple[Any, Any, Any]:
 def _old_body(
     values: dict[str, Any],
     *,
-    source: str,
+    metadata: dict[str, Any],
     kind: str | None,
     tasks: list[dict[str, Any]] | None = None,
     node: str | None = None,
@@ -161,7 +162,7 @@ def _old_body(
         "tasks": tasks or [],
         "node": node,
         "extra": extra or {},
-        "metadata": {"source": source},
+        "metadata": metadata,
     }
     if kind is not None:
         body["kind"] = kind
@@ -175,20 +176,23 @@ def _fill_release(engine: Engine, prefix: str, release: str) -> list[Checkpoint]
     checkpoints, writes, timers = _old_tables(prefix)
     since_kinds = release == "cf4aa3d"
     rows = [
-        # (checkpoint id, step, parent, kind word in the body, source in the metadata, values...)
-        ("c0", -1, None, "input", "input", {"messages": ["hi"], "when": T0}),
-        ("c1", 0, "c0", "loop", "loop", {"messages": ["hi", "yo"], "pair": (1, 2)}),
-        ("c2", 1, "c1", "update", "update", {"messages": ["hi", "yo"], "set": {3}}),
+        # (checkpoint id, step, parent, kind in the body since cf4aa3d, the metadata, values,
+        #  the kind the new code reads)
+        ("c0", -1, None, "input", {"source": "input"}, {"m": ["hi"], "when": T0}, "input"),
+        ("c1", 0, "c0", "loop", {}, {"m": ["hi", "yo"], "pair": (1, 2)}, "loop"),
+        ("c2", 1, "c1", "edges", {"source": "update"}, {"m": ["yo"], "set": {3}}, "edges"),
     ]
+    if not since_kinds:  # (before kinds: the metadata's source, else loop)
+        rows[2] = (*rows[2][:-1], "update")
     expected = []
     with engine.begin() as conn:
-        for index, (checkpoint_id, step, parent, kind, source, values) in enumerate(rows):
+        for index, (checkpoint_id, step, parent, kind, metadata, values, read) in enumerate(rows):
             tasks = [{"id": f"task-{index}", "node": "agent"}]
             if index == 2:
                 tasks.append({"id": "send-1", "node": "tool", "arg": {"q": 1}})
             body = _old_body(
                 values,
-                source=source,
+                metadata=metadata,
                 kind=kind if since_kinds else None,
                 tasks=tasks,
                 node=None if index == 0 else "agent",
@@ -217,9 +221,9 @@ def _fill_release(engine: Engine, prefix: str, release: str) -> list[Checkpoint]
                     parent_id=parent,
                     node=body["node"],
                     extra=body["extra"],
-                    metadata={"source": source},
+                    metadata=metadata,
                     created_at=created,
-                    kind=CheckpointKind(kind),
+                    kind=CheckpointKind(read),
                 )
             )
         conn.execute(
@@ -240,6 +244,12 @@ def _fill_release(engine: Engine, prefix: str, release: str) -> list[Checkpoint]
                 )
             )
     return list(reversed(expected))
+
+
+def _kind_column(engine: Engine, prefix: str) -> dict[str, str | None]:
+    with engine.connect() as conn:
+        rows = conn.execute(text(f"SELECT checkpoint_id, kind FROM {prefix}checkpoints")).all()
+    return {row.checkpoint_id: row.kind for row in rows}
 
 
 def _versions(engine: Engine, prefix: str) -> list[int]:
@@ -266,7 +276,9 @@ def test_tables_of_an_earlier_release_are_migrated_and_read_back(
     assert _versions(engine, prefix) == list(range(1, LATEST_VERSION + 1))
     stored = list(sql_saver.list("t1"))
     assert stored == expected
-    assert [c.kind for c in stored] == ["update", "loop", "input"]
+    kinds = ["edges" if release == "cf4aa3d" else "update", "loop", "input"]
+    assert [c.kind for c in stored] == kinds
+    assert _kind_column(engine, prefix) == dict(zip(["c2", "c1", "c0"], kinds, strict=True))
     assert sql_saver.get("t1", "c0") == expected[-1]
     done = PendingWrite("task-2", "agent", {"messages": ["done"]})
     assert sql_saver.get_writes("t1", "c2") == [done]
@@ -359,6 +371,73 @@ def test_savers_setting_up_at_once_apply_each_migration_once(sql_saver: SqlSaver
             saver.dispose()
 
 
+# -- a checkpoint's kind in its own column -----------------------------------------------------
+
+
+def test_kind_is_stored_in_its_column_and_read_from_it(sql_saver: SqlSaver) -> None:
+    engine, prefix = sql_saver.engine, sql_saver.table_prefix
+    sql_saver.put(Checkpoint("t1", "c0", "r1", -1, {}, kind=CheckpointKind.INPUT))
+    sql_saver.put(Checkpoint("t1", "c1", "r1", 0, {}, parent_id="c0", kind=CheckpointKind.FORK))
+    assert _kind_column(engine, prefix) == {"c0": "input", "c1": "fork"}
+    with engine.begin() as conn:  # (the body still says "fork": reads go by the column)
+        conn.execute(text(f"UPDATE {prefix}checkpoints SET kind = 'resume' WHERE seq > 1"))
+    for read in (sql_saver.get("t1"), sql_saver.list("t1")[0], sql_saver.get_with_writes("t1")):
+        checkpoint = read if isinstance(read, Checkpoint) else read.checkpoint
+        assert checkpoint is not None and checkpoint.kind is CheckpointKind.RESUME
+
+
+def test_rows_without_a_kind_read_it_from_their_body(sql_saver: SqlSaver) -> None:
+    """What a release older than the column stores while this one has migrated the tables."""
+    engine, prefix = sql_saver.engine, sql_saver.table_prefix
+    sql_saver.setup()
+    checkpoints, _, _ = _old_tables(prefix)
+    body = _old_body({"a": 1}, metadata={"source": "update"}, kind="update")
+    with engine.begin() as conn:
+        conn.execute(
+            checkpoints.insert().values(
+                thread_id="t1",
+                checkpoint_id="c0",
+                run_id="r1",
+                step=-1,
+                parent_id=None,
+                created_at=T0,
+                body=JsonSerializer().dumps(body),
+            )
+        )
+    assert _kind_column(engine, prefix) == {"c0": None}
+    stored = sql_saver.get("t1")
+    assert stored is not None and stored.kind is CheckpointKind.UPDATE
+    assert stored.values == {"a": 1}
+
+
+@dataclass
+class _Registered:
+    x: int
+
+
+def test_kinds_are_filled_in_from_bodies_the_serializer_cannot_read(sql_saver: SqlSaver) -> None:
+    """The serializer that stored a value of a registered type is not the one setting up: the
+    kind is still read, from the body's JSON."""
+    engine, prefix = sql_saver.engine, sql_saver.table_prefix
+    _build_release(engine, prefix, "cf4aa3d")
+    checkpoints, _, _ = _old_tables(prefix)
+    body = _old_body({"v": _Registered(1)}, metadata={"source": "resume"}, kind="resume")
+    with engine.begin() as conn:
+        conn.execute(
+            checkpoints.insert().values(
+                thread_id="t1",
+                checkpoint_id="c0",
+                run_id="r1",
+                step=-1,
+                parent_id=None,
+                created_at=T0,
+                body=JsonSerializer(types=[_Registered]).dumps(body),
+            )
+        )
+    sql_saver.setup()
+    assert _kind_column(engine, prefix) == {"c0": "resume"}
+
+
 # -- refusals ---------------------------------------------------------------------------------
 
 
@@ -419,7 +498,7 @@ def test_two_first_checkpoints_of_an_old_release_stop_setup_until_fixed(
     engine, prefix = sql_saver.engine, sql_saver.table_prefix
     _build_release(engine, prefix, "eb29c94")
     checkpoints, _, _ = _old_tables(prefix)
-    body = JsonSerializer().dumps(_old_body({}, source="input", kind=None))
+    body = JsonSerializer().dumps(_old_body({}, metadata={"source": "input"}, kind=None))
     with engine.begin() as conn:
         for run in ("run-a", "run-b"):
             conn.execute(

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -54,8 +55,12 @@ from sqlalchemy import (
     insert,
     inspect,
     select,
+    text,
+    update,
 )
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.schema import CreateColumn
+from sqlalchemy.sql import bindparam, column, table
 
 from langgraph_celery.checkpoint._schema import (
     CHECKPOINTS_TABLE,
@@ -66,6 +71,7 @@ from langgraph_celery.checkpoint._schema import (
     WRITES_TABLE,
     constraint_names,
 )
+from langgraph_celery.checkpoint.base import kind_of_body
 from langgraph_celery.errors import GraphStateError
 
 __all__ = [
@@ -169,11 +175,11 @@ def _tables_v1(prefix: str) -> MetaData:
 def _create_tables(m: MigrationContext) -> None:
     """Each table that is missing, with its indexes; on a table an earlier release made, the
     indexes it lacks (``create_all`` never added an index to a table that existed)."""
-    for table in _tables_v1(m.prefix).sorted_tables:
-        if not inspect(m.connection).has_table(table.name):
-            table.create(m.connection)
+    for frozen in _tables_v1(m.prefix).sorted_tables:
+        if not inspect(m.connection).has_table(frozen.name):
+            frozen.create(m.connection)
             continue
-        for index in table.indexes:
+        for index in frozen.indexes:
             index.create(m.connection, checkfirst=True)
 
 
@@ -211,9 +217,75 @@ def _create_root_index(m: MigrationContext) -> None:
     index.create(m.connection, checkfirst=True)
 
 
+# -- 3: a checkpoint's kind in a column of its own ----------------------------------------------
+
+#: Checkpoints read and updated at a time when filling a new column.
+_BATCH = 500
+
+
+def _add_kind_column(m: MigrationContext) -> None:
+    """``kind`` (a :class:`CheckpointKind` word), filled in from each stored body: its
+    ``"kind"``, else its metadata's ``"source"``.  Nullable: a release older than the column,
+    still running while this one upgrades, stores rows without it; the saver reads their kind
+    from their body."""
+    name = m.table_name(CHECKPOINTS_TABLE)
+    _add_column(m, name, Column("kind", String(16), nullable=True))
+    checkpoints = table(name, column("seq", SEQ), column("body", Text), column("kind", String))
+    fill = (
+        update(checkpoints)
+        .where(checkpoints.c.seq == bindparam("b_seq"))
+        .values(kind=bindparam("b_kind"))
+    )
+    after = None
+    while True:
+        query = select(checkpoints.c.seq, checkpoints.c.body).order_by(checkpoints.c.seq)
+        if after is not None:
+            query = query.where(checkpoints.c.seq > after)
+        rows = m.connection.execute(query.limit(_BATCH)).all()
+        if not rows:
+            return
+        kinds = [{"b_seq": row.seq, "b_kind": _stored_kind(m, name, row)} for row in rows]
+        m.connection.execute(fill, kinds)
+        after = rows[-1].seq
+
+
+def _stored_kind(m: MigrationContext, name: str, row: Any) -> str:
+    """The kind of a stored body, read with the saver's serializer; if that cannot read it (a
+    value of a type it does not have registered), as plain JSON, which the default serializer
+    writes: only top-level words are needed."""
+    try:
+        body = m.loads(row.body)
+    except Exception as error:
+        try:
+            body = json.loads(row.body)
+        except ValueError:
+            raise SchemaError(
+                f"cannot read the kind of checkpoint seq={row.seq} of {name}: its body is not "
+                f"JSON and the saver's serializer refuses it ({error}); call setup() with the "
+                "serializer that stored it"
+            ) from error
+    if not isinstance(body, Mapping):
+        raise SchemaError(
+            f"checkpoint seq={row.seq} of {name} has a body that is not a mapping; call setup() "
+            "with the serializer that stored it"
+        )
+    return kind_of_body(body).value
+
+
+def _add_column(m: MigrationContext, table_name: str, new: Column[Any]) -> None:
+    """``ALTER TABLE ... ADD COLUMN`` (SQLAlchemy Core has no construct for it): the column's
+    DDL as the dialect writes it for ``CREATE TABLE``."""
+    Table(table_name, MetaData(), new)
+    dialect = m.connection.dialect
+    spec = CreateColumn(new).compile(dialect=dialect)
+    quoted = dialect.identifier_preparer.quote(table_name)
+    m.connection.execute(text(f"ALTER TABLE {quoted} ADD COLUMN {spec}"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "checkpoints, writes and timers tables", _create_tables),
     Migration(2, "one checkpoint without a parent per thread", _create_root_index),
+    Migration(3, "a checkpoint's kind in a column, filled in from stored bodies", _add_kind_column),
 )
 #: The version of tables all of :data:`MIGRATIONS` have been applied to.
 LATEST_VERSION = len(MIGRATIONS)

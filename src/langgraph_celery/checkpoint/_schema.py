@@ -10,8 +10,12 @@ index, so that a refused insert is recognised by the name of the constraint it v
     One row per checkpoint.  ``seq`` is an autoincrement primary key: a thread's latest checkpoint
     is its row with the highest ``seq`` and ``list`` orders by it, so "newest" means "last stored"
     whatever the steps are.  ``thread_id``, ``checkpoint_id``, ``run_id``, ``step``,
-    ``parent_id`` and ``created_at`` are columns; everything else is ``body``, the serializer's
-    text of :meth:`Checkpoint.body() <langgraph_celery.checkpoint.base.Checkpoint.body>`.
+    ``parent_id``, ``created_at`` and ``kind`` (a
+    :class:`~langgraph_celery.checkpoint.base.CheckpointKind` word) are columns; everything else
+    is ``body``, the serializer's text of :meth:`Checkpoint.body()
+    <langgraph_celery.checkpoint.base.Checkpoint.body>` (which also holds the kind).  ``kind`` is
+    nullable: a release older than the column, still running during an upgrade, stores rows
+    without it, whose kind the saver reads from their body.
     Three unique rules make concurrent writers safe, each named: ``(thread_id, checkpoint_id)``
     (``<prefix>ckpt_id_uq``), ``(thread_id, run_id, step)`` (``<prefix>ckpt_step_uq``), and one
     checkpoint without a parent per thread (``<prefix>ckpt_root_uq``, a partial unique index);
@@ -146,6 +150,7 @@ def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> Tables:
         Column("parent_id", ID, nullable=True),
         Column("created_at", DateTime(timezone=True), nullable=False),
         Column("body", Text, nullable=False),
+        Column("kind", String(16), nullable=True),
         PrimaryKeyConstraint("seq", name=f"{prefix}{CHECKPOINTS_TABLE}_pkey"),
         UniqueConstraint("thread_id", "checkpoint_id", name=names.checkpoint_id),
         UniqueConstraint("thread_id", "run_id", "step", name=names.step),

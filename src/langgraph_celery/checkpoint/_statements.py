@@ -58,7 +58,7 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
     thread_id = bindparam("thread_id", type_=String)
     checkpoint_id = bindparam("checkpoint_id", type_=String)
     c = checkpoints.c
-    columns = (c.seq, c.checkpoint_id, c.run_id, c.step, c.parent_id, c.created_at, c.body)
+    columns = (c.seq, c.checkpoint_id, c.run_id, c.step, c.parent_id, c.created_at, c.body, c.kind)
     of_thread = select(*columns).where(c.thread_id == thread_id)
     latest = of_thread.order_by(c.seq.desc()).limit(1)
     by_id = of_thread.where(c.checkpoint_id == checkpoint_id)

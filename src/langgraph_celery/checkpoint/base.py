@@ -32,6 +32,7 @@ __all__ = [
     "PendingWrite",
     "Timer",
     "check_timer_thread",
+    "kind_of_body",
     "root_conflict_message",
 ]
 
@@ -148,7 +149,10 @@ class Checkpoint:
         step: int,
         parent_id: str | None,
         created_at: datetime,
+        kind: str | None = None,
     ) -> Checkpoint:
+        """The checkpoint stored as ``body`` and the indexed columns; ``kind``, when the saver
+        keeps it in a column of its own, is read from there (else from the body)."""
         return cls(
             thread_id=thread_id,
             checkpoint_id=checkpoint_id,
@@ -161,16 +165,22 @@ class Checkpoint:
             extra=dict(body.get("extra") or {}),
             metadata=dict(body.get("metadata") or {}),
             created_at=created_at,
-            kind=_kind_of(body),
+            kind=kind_of_body(body) if kind is None else _as_kind(kind),
         )
 
 
-def _kind_of(body: Mapping[str, Any]) -> CheckpointKind:
-    """A stored body's kind (bodies stored before kinds existed: from their metadata)."""
-    word = body.get("kind") or (body.get("metadata") or {}).get("source") or "loop"
+def kind_of_body(body: Mapping[str, Any]) -> CheckpointKind:
+    """A stored body's kind: its ``"kind"``, or for bodies stored before kinds existed their
+    metadata's ``"source"`` (the same words), else :attr:`CheckpointKind.LOOP`."""
+    metadata = body.get("metadata")
+    source = metadata.get("source") if isinstance(metadata, Mapping) else None
+    return _as_kind(body.get("kind") or source or CheckpointKind.LOOP.value)
+
+
+def _as_kind(word: str) -> CheckpointKind:
     try:
         return CheckpointKind(word)
-    except ValueError:
+    except ValueError:  # (a word no release wrote as a kind)
         return CheckpointKind.LOOP
 
 

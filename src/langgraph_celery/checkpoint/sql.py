@@ -184,6 +184,7 @@ class SqlSaver(BaseCheckpointSaver):
             "parent_id": checkpoint.parent_id,
             "created_at": as_utc(checkpoint.created_at),
             "body": self.dump_body(checkpoint),
+            "kind": checkpoint.kind.value,
         }
 
     @staticmethod
@@ -393,7 +394,7 @@ class SqlSaver(BaseCheckpointSaver):
 
     def _checkpoint_columns(self) -> tuple[Any, ...]:
         c = self._tables.checkpoints.c
-        return (c.seq, c.checkpoint_id, c.run_id, c.step, c.parent_id, c.created_at, c.body)
+        return (c.seq, c.checkpoint_id, c.run_id, c.step, c.parent_id, c.created_at, c.body, c.kind)
 
     def _load(self, thread_id: str, row: Any) -> Checkpoint:
         return Checkpoint.from_body(
@@ -404,6 +405,7 @@ class SqlSaver(BaseCheckpointSaver):
             step=row.step,
             parent_id=row.parent_id,
             created_at=as_utc(row.created_at),
+            kind=row.kind,
         )
 
     def _conflict_message(self, checkpoint: Checkpoint, exc: IntegrityError) -> str:
