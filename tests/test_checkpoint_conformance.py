@@ -6,6 +6,7 @@ A new saver passes this file before anything else uses it.  The end of the file 
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import queue
 import threading
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import inspect
+from sqlalchemy.exc import IntegrityError
 
 from langgraph_celery.checkpoint import (
     BaseCheckpointSaver,
@@ -203,6 +205,7 @@ def test_same_run_and_step_conflicts_and_keeps_the_original(saver: BaseCheckpoin
 
     message = str(caught.value)
     assert THREAD in message and "run-1" in message and "3" in message
+    assert "stored this step first" in message
     assert saver.get(THREAD) == original
     assert list(saver.list(THREAD)) == [original]
 
@@ -215,6 +218,7 @@ def test_same_checkpoint_id_conflicts(saver: BaseCheckpointSaver) -> None:
         saver.put(ckpt(1, run="run-2", checkpoint_id="ck-same", values={"who": "second"}))
 
     assert THREAD in str(caught.value)
+    assert "checkpoint ids must be unique" in str(caught.value)
     assert saver.get(THREAD, "ck-same") == original
     assert list(saver.list(THREAD)) == [original]
 
@@ -235,6 +239,37 @@ def test_one_checkpoint_without_a_parent_per_thread(saver: BaseCheckpointSaver) 
     saver.put(ckpt(-1, run="run-c", parent_id=None, thread="other-thread"))
     saver.release(THREAD)
     saver.put(ckpt(-1, run="run-d", parent_id=None))  # a released thread starts anew
+
+
+#: What a saver tells each refusal by, in its message.
+_RULE_WORDS = {
+    "id": "checkpoint ids must be unique",
+    "step": "stored this step first",
+    "root": "another run started on this new thread",
+}
+
+
+@pytest.mark.parametrize("rule", sorted(_RULE_WORDS))
+def test_conflicts_name_the_rule_broken_whatever_the_ids_say(
+    saver: BaseCheckpointSaver, rule: str
+) -> None:
+    """Ids that spell the names of columns and constraints do not confuse the saver about which
+    rule a refused checkpoint broke."""
+    thread = "thread checkpoint_id step parent_id ckpt_id_uq ckpt_step_uq ckpt_root_uq"
+    run = "run checkpoint_id ckpt_id_uq ckpt_root_uq"
+    first = ckpt(0, thread=thread, run=run, checkpoint_id="ck step ckpt_step_uq", parent_id=None)
+    saver.put(first)
+    refused = {
+        "id": ckpt(1, thread=thread, run=run, checkpoint_id=first.checkpoint_id),
+        "step": ckpt(0, thread=thread, run=run, checkpoint_id="ck other ckpt_id_uq"),
+        "root": ckpt(0, thread=thread, run="run-2 step", parent_id=None),
+    }[rule]
+    with pytest.raises(CheckpointConflictError) as caught:
+        saver.put(refused)
+    message = str(caught.value)
+    assert _RULE_WORDS[rule] in message, message
+    assert not any(words in message for other, words in _RULE_WORDS.items() if other != rule)
+    assert list(saver.list(thread)) == [first]
 
 
 def test_threads_racing_to_store_a_first_checkpoint_store_one(saver: BaseCheckpointSaver) -> None:
@@ -554,3 +589,28 @@ def test_sql_saver_in_memory_sqlite_and_bad_prefix() -> None:
 def test_memory_saver_is_not_shared_across_processes() -> None:
     assert MemorySaver.shared_across_processes is False
     assert SqlSaver.shared_across_processes is True
+
+
+def test_sql_saver_reports_other_integrity_errors_as_they_are(sql_saver: SqlSaver) -> None:
+    """Only a uniqueness refusal is a conflict: a NOT NULL violation is raised as it is, also
+    when the refused row would collide with a stored one."""
+    stored = ckpt(0, checkpoint_id="ck-0")
+    sql_saver.put(stored)
+    broken = ckpt(0, checkpoint_id="ck-0", run=None)  # type: ignore[arg-type]
+    with pytest.raises(IntegrityError) as caught:
+        sql_saver.put(broken)
+    assert not isinstance(caught.value, CheckpointConflictError)
+    with pytest.raises(IntegrityError):
+        sql_saver.put_writes(THREAD, "ck-0", "task", None, {})  # type: ignore[arg-type]
+    assert list(sql_saver.list(THREAD)) == [stored]
+
+
+def test_sql_saver_without_insert_or_ignore_knows_a_taken_write(sql_saver: SqlSaver) -> None:
+    """On a database without ``INSERT ... ON CONFLICT`` a write refused by the primary key is
+    recognised by the key's name or, where the driver reports none, by the write found there."""
+    sql_saver.setup()
+    sql_saver._sql = dataclasses.replace(sql_saver._sql, put_write_ignoring=None)
+    outcomes = _race(6, lambda i: sql_saver.put_writes(THREAD, "ck-0", "task", f"n{i}", {"i": i}))
+    assert sorted(outcomes, key=repr) == [False] * 5 + [True], outcomes
+    assert len(sql_saver.get_writes(THREAD, "ck-0")) == 1
+    assert sql_saver.put_writes(THREAD, "ck-0", "task-2", "n", {}) is True

@@ -51,6 +51,11 @@ class Statements:
     clear_timer_at: Executable
     due_timers: Select[Any]
     thread_of_run: Select[Any]
+    #: The thread's checkpoints a refused one may collide with: the same ``checkpoint_id``, the
+    #: same ``run_id`` and ``step``, or no parent (see ``checkpoint/_conflicts.py``).
+    colliding: Select[Any]
+    #: The node of the write of ``task_id`` at ``checkpoint_id`` (no row: none).
+    write_of_task: Select[Any]
 
 
 def build_statements(tables: Tables, dialect: str) -> Statements:
@@ -125,6 +130,22 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
         thread_of_run=select(c.thread_id)
         .where(c.run_id == bindparam("run_id", type_=String))
         .limit(1),
+        colliding=select(c.checkpoint_id, c.run_id, c.step, c.parent_id)
+        .where(
+            c.thread_id == thread_id,
+            or_(
+                c.checkpoint_id == checkpoint_id,
+                (c.run_id == bindparam("run_id", type_=String))
+                & (c.step == bindparam("step", type_=Integer)),
+                c.parent_id.is_(None),
+            ),
+        )
+        .limit(8),
+        write_of_task=select(w.node).where(
+            w.thread_id == thread_id,
+            w.checkpoint_id == checkpoint_id,
+            w.task_id == bindparam("task_id", type_=String),
+        ),
     )
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from langgraph_celery.checkpoint._conflicts import Rule
+from langgraph_celery.checkpoint._conflicts import message as conflict_message
 from langgraph_celery.checkpoint._schema import as_utc
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
@@ -21,7 +23,6 @@ from langgraph_celery.checkpoint.base import (
     PendingWrite,
     Timer,
     check_timer_thread,
-    root_conflict_message,
 )
 from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.serde import Serializer
@@ -90,20 +91,16 @@ class MemorySaver(BaseCheckpointSaver):
             thread = self._threads.get(checkpoint.thread_id)
             if thread is None:
                 thread = self._threads[checkpoint.thread_id] = _Thread()
+            refused = None
             if checkpoint.checkpoint_id in thread.checkpoints:
-                raise CheckpointConflictError(
-                    f"thread {checkpoint.thread_id!r} already has a checkpoint with id "
-                    f"{checkpoint.checkpoint_id!r} (storing run {checkpoint.run_id!r} step "
-                    f"{checkpoint.step}): checkpoint ids must be unique within a thread"
-                )
-            if checkpoint.parent_id is None and thread.checkpoints:
-                raise CheckpointConflictError(root_conflict_message(checkpoint))
-            if step_key in thread.steps:
-                raise CheckpointConflictError(
-                    f"thread {checkpoint.thread_id!r} already has a checkpoint for run "
-                    f"{checkpoint.run_id!r} step {checkpoint.step} (checkpoint "
-                    f"{thread.steps[step_key]!r}): another writer stored this step first"
-                )
+                refused = Rule.CHECKPOINT_ID
+            elif checkpoint.parent_id is None and thread.checkpoints:
+                refused = Rule.ROOT
+            elif step_key in thread.steps:
+                refused = Rule.STEP
+            if refused is not None:
+                held_by = thread.steps.get(step_key)
+                raise CheckpointConflictError(conflict_message(checkpoint, refused, held_by))
             thread.checkpoints[checkpoint.checkpoint_id] = stored
             thread.steps[step_key] = checkpoint.checkpoint_id
             self._runs[checkpoint.run_id] = checkpoint.thread_id

@@ -24,12 +24,20 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
+from langgraph_celery.checkpoint._conflicts import (
+    Rule,
+    constraint_name,
+    is_uniqueness_violation,
+    rule_of_collision,
+)
+from langgraph_celery.checkpoint._conflicts import message as conflict_message
 from langgraph_celery.checkpoint._direct import DirectConnections, DirectStatement, compile_direct
 from langgraph_celery.checkpoint._migrations import migrate
 from langgraph_celery.checkpoint._schema import (
     DEFAULT_TABLE_PREFIX,
     as_utc,
     build_tables,
+    constraint_names,
     next_write_seq,
 )
 from langgraph_celery.checkpoint._statements import build_statements
@@ -40,7 +48,6 @@ from langgraph_celery.checkpoint.base import (
     PendingWrite,
     Timer,
     check_timer_thread,
-    root_conflict_message,
 )
 from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.serde import Serializer
@@ -98,6 +105,15 @@ class SqlSaver(BaseCheckpointSaver):
         self._ready = False
         self._dialect = self._engine.dialect.name
         self._sql = build_statements(self._tables, self._dialect)
+        names = constraint_names(table_prefix)
+        self._rules = {
+            names.checkpoint_id: Rule.CHECKPOINT_ID,
+            names.step: Rule.STEP,
+            names.root: Rule.ROOT,
+        }
+        self._write_key = names.write
+        # (the one-first-checkpoint-per-thread index exists only where partial indexes do)
+        self._roots_unique = self._dialect in ("postgresql", "sqlite")
 
     @property
     def engine(self) -> Engine:
@@ -196,13 +212,32 @@ class SqlSaver(BaseCheckpointSaver):
 
     @contextmanager
     def _conflicts(self, checkpoint: Checkpoint) -> Iterator[None]:
-        """Report a refused insert of ``checkpoint`` as :class:`CheckpointConflictError`."""
+        """Report a refused insert of ``checkpoint`` as :class:`CheckpointConflictError`, naming
+        the rule it broke: by the violated constraint's name where the database reports it,
+        else by the stored row it collides with (see ``checkpoint/_conflicts.py``)."""
         try:
             yield
         except IntegrityError as exc:
-            if not _is_unique_violation(exc):
+            unique = is_uniqueness_violation(exc.orig)
+            if unique is False:
                 raise
-            raise CheckpointConflictError(self._conflict_message(checkpoint, exc)) from exc
+            name = constraint_name(exc.orig)
+            if name is not None:
+                rule = self._rules.get(name)
+                if rule is None:  # (a constraint that guards no checkpoint rule)
+                    raise
+            else:
+                params = {
+                    "thread_id": checkpoint.thread_id,
+                    "checkpoint_id": checkpoint.checkpoint_id,
+                    "run_id": checkpoint.run_id,
+                    "step": checkpoint.step,
+                }
+                stored = self._read(self._sql.colliding, params)
+                rule = rule_of_collision(checkpoint, stored, roots_unique=self._roots_unique)
+                if rule is None and unique is None:  # nothing collides: not a conflict
+                    raise
+            raise CheckpointConflictError(conflict_message(checkpoint, rule)) from exc
 
     def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
         if checkpoint_id is None:
@@ -289,7 +324,14 @@ class SqlSaver(BaseCheckpointSaver):
         try:
             self._write(self._sql.put_write, values)
         except IntegrityError as exc:
-            if not _is_unique_violation(exc):
+            # (a database without INSERT ... ON CONFLICT: refused by the primary key, known by
+            # its name or, where the driver does not report it, by the write found there)
+            if is_uniqueness_violation(exc.orig) is False:
+                raise
+            name = constraint_name(exc.orig)
+            if name is not None and name != self._write_key:
+                raise
+            if name is None and not self._read(self._sql.write_of_task, values):
                 raise
             return False
         return True
@@ -407,32 +449,6 @@ class SqlSaver(BaseCheckpointSaver):
             created_at=as_utc(row.created_at),
             kind=row.kind,
         )
-
-    def _conflict_message(self, checkpoint: Checkpoint, exc: IntegrityError) -> str:
-        detail = str(exc.orig)
-        prefix = self._table_prefix
-        thread, run, step = checkpoint.thread_id, checkpoint.run_id, checkpoint.step
-        if f"{prefix}ckpt_root_uq" in detail or (
-            checkpoint.parent_id is None and "ckpt_step_uq" not in detail and "step" not in detail
-        ):
-            return root_conflict_message(checkpoint)
-        if f"{prefix}ckpt_id_uq" in detail or "checkpoint_id" in detail:
-            return (
-                f"thread {thread!r} already has a checkpoint with id "
-                f"{checkpoint.checkpoint_id!r} (storing run {run!r} step {step}): checkpoint "
-                "ids must be unique within a thread"
-            )
-        return (
-            f"thread {thread!r} already has a checkpoint for run {run!r} step {step}: another "
-            "writer stored this step first"
-        )
-
-
-def _is_unique_violation(exc: IntegrityError) -> bool:
-    sqlstate = getattr(exc.orig, "sqlstate", None)
-    if isinstance(sqlstate, str):  # PostgreSQL: 23505 is unique_violation
-        return sqlstate == "23505"
-    return "NOT NULL" not in str(exc.orig)
 
 
 def _is_sqlite_memory(url: URL) -> bool:
