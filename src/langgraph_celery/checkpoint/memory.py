@@ -24,6 +24,7 @@ from langgraph_celery.checkpoint.base import (
     Timer,
     check_timer_thread,
 )
+from langgraph_celery.checkpoint.index import RunIndex
 from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.serde import Serializer
 
@@ -50,7 +51,7 @@ class _Thread:
     writes: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
 
 
-class MemorySaver(BaseCheckpointSaver):
+class MemorySaver(BaseCheckpointSaver, RunIndex):
     """Keeps checkpoints in this process's memory.  For tests and single-process use.
 
     Celery workers in other processes cannot see it (``shared_across_processes`` is False).

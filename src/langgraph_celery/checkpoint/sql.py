@@ -49,6 +49,7 @@ from langgraph_celery.checkpoint.base import (
     Timer,
     check_timer_thread,
 )
+from langgraph_celery.checkpoint.index import RunIndex
 from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.serde import Serializer
 
@@ -60,7 +61,7 @@ log = logging.getLogger("langgraph_celery.checkpoint")
 SQLITE_BUSY_TIMEOUT = 30.0
 
 
-class SqlSaver(BaseCheckpointSaver):
+class SqlSaver(BaseCheckpointSaver, RunIndex):
     """Stores checkpoints in a SQL database through SQLAlchemy (SQLite or PostgreSQL).
 
     ``url_or_engine`` is a URL (``sqlite:///path.db``, ``postgresql://user@host/db``; a
