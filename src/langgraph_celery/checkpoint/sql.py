@@ -19,8 +19,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, delete, event, select
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy import Engine, delete, select
+from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
@@ -32,6 +32,11 @@ from langgraph_celery.checkpoint._conflicts import (
 )
 from langgraph_celery.checkpoint._conflicts import message as conflict_message
 from langgraph_celery.checkpoint._direct import DirectConnections, DirectStatement, compile_direct
+from langgraph_celery.checkpoint._engines import (  # (SQLITE_BUSY_TIMEOUT: its old home)
+    SQLITE_BUSY_TIMEOUT,  # noqa: F401
+    create_saver_engine,
+    is_sqlite_memory,
+)
 from langgraph_celery.checkpoint._migrations import migrate
 from langgraph_celery.checkpoint._schema import (
     DEFAULT_TABLE_PREFIX,
@@ -56,9 +61,6 @@ from langgraph_celery.serde import Serializer
 __all__ = ["SqlSaver"]
 
 log = logging.getLogger("langgraph_celery.checkpoint")
-
-#: Seconds a SQLite connection waits for another writer's lock before failing.
-SQLITE_BUSY_TIMEOUT = 30.0
 
 
 class SqlSaver(BaseCheckpointSaver, RunIndex):
@@ -87,13 +89,13 @@ class SqlSaver(BaseCheckpointSaver, RunIndex):
             self._engine = url_or_engine
             self._owns_engine = False
         else:
-            self._engine = _create_engine(url_or_engine)
+            self._engine = create_saver_engine(url_or_engine)
             self._owns_engine = True
         self._autocommit_engine = self._engine.execution_options(isolation_level="AUTOCOMMIT")
         # An in-memory SQLite database is one connection shared by every thread: take turns,
         # through SQLAlchemy.  Any other database: statements run on the saver's own DBAPI
         # connections (see checkpoint/_direct.py).
-        memory = _is_sqlite_memory(self._engine.url)
+        memory = is_sqlite_memory(self._engine.url)
         serial_lock = threading.RLock() if memory else None
         # (a pool of one shared connection, as for in-memory SQLite, cannot lend one away)
         shared = isinstance(self._engine.pool, StaticPool | SingletonThreadPool)
@@ -450,38 +452,3 @@ class SqlSaver(BaseCheckpointSaver, RunIndex):
             created_at=as_utc(row.created_at),
             kind=row.kind,
         )
-
-
-def _is_sqlite_memory(url: URL) -> bool:
-    return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
-
-
-def _create_engine(url: str | URL) -> Engine:
-    if isinstance(url, str):
-        for scheme in ("postgresql://", "postgres://"):
-            if url.startswith(scheme):
-                url = "postgresql+psycopg://" + url[len(scheme) :]
-                break
-    parsed = make_url(url)
-    if parsed.drivername == "postgresql":
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    if parsed.get_backend_name() != "sqlite":
-        return create_engine(parsed)
-    if _is_sqlite_memory(parsed):
-        return create_engine(
-            parsed, poolclass=StaticPool, connect_args={"check_same_thread": False}
-        )
-    engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
-    event.listen(engine, "connect", _sqlite_on_connect)
-    return engine
-
-
-def _sqlite_on_connect(dbapi_connection: Any, connection_record: Any) -> None:
-    # WAL lets readers proceed while one process writes; writers still queue on the lock and
-    # wait up to the busy timeout instead of failing at once.
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-    finally:
-        cursor.close()
