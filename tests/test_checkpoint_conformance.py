@@ -14,6 +14,7 @@ import queue
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,8 @@ from langgraph_celery.checkpoint import (  # noqa: E402
     Checkpoint,
     CheckpointConflictError,
     MemorySaver,
+    RunRecord,
+    RunStatus,
     SqlSaver,
 )
 from langgraph_celery.testing import (  # noqa: E402
@@ -140,6 +143,7 @@ def test_sql_saver_creates_tables_lazily(tmp_path: Path) -> None:
             "lazy_checkpoints",
             "lazy_writes",
             "lazy_timers",
+            "lazy_runs",
             "lazy_schema_version",
         }
         saver.setup()  # idempotent
@@ -271,3 +275,25 @@ def test_importing_the_library_does_not_import_pytest() -> None:
     )
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.strip() == "no-pytest"
+
+
+def test_sql_saver_without_upsert_keeps_run_records_the_same_way(sql_saver: SqlSaver) -> None:
+    """A database without ``INSERT ... ON CONFLICT``: update, else insert (the same rules)."""
+    sql_saver.setup()
+    sql_saver._sql = dataclasses.replace(sql_saver._sql, upsert_run=None)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    later = t0 + timedelta(seconds=5)
+    assert sql_saver.upsert_run(RunRecord("r1", "t1", "g", RunStatus.RUNNING, "a", t0, t0))
+    assert sql_saver.upsert_run(RunRecord("r1", "t1", "g", RunStatus.PARKED, "b", later, later))
+    assert not sql_saver.upsert_run(RunRecord("r1", "t1", "g", RunStatus.FAILED, None, t0, t0))
+    with pytest.raises(ValueError, match="'t1'"):
+        sql_saver.upsert_run(RunRecord("r1", "t9", "g", RunStatus.FAILED, None, t0, later))
+    assert sql_saver.get_run("r1") == RunRecord("r1", "t1", "g", RunStatus.PARKED, "b", t0, later)
+    outcomes = race(
+        6,
+        lambda i: sql_saver.upsert_run(
+            RunRecord(f"new-{i % 2}", "t2", "g", RunStatus.RUNNING, f"n{i}", t0, t0)
+        ),
+    )
+    assert all(outcome is True for outcome in outcomes), outcomes
+    assert {r.run_id for r in sql_saver.list_runs("g")} == {"r1", "new-0", "new-1"}

@@ -17,6 +17,8 @@ from langgraph_celery.checkpoint import (
     MemorySaver,
     PendingWrite,
     RunIndex,
+    RunRecord,
+    RunStatus,
 )
 from langgraph_celery.checkpoint.base import Timer
 from langgraph_celery.checkpoint.index import missing_for_celery
@@ -111,6 +113,15 @@ class _IndexedButUndeclared(_StorageOnly):
     def thread_of_run(self, run_id: str) -> str | None:
         return self.inner.thread_of_run(run_id)
 
+    def upsert_run(self, record: RunRecord) -> bool:
+        return self.inner.upsert_run(record)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        return self.inner.get_run(run_id)
+
+    def list_runs(self, *args: Any, **kwargs: Any) -> Sequence[RunRecord]:
+        return self.inner.list_runs(*args, **kwargs)
+
 
 class _Indexed(_IndexedButUndeclared, RunIndex):
     pass
@@ -182,3 +193,11 @@ def test_a_run_index_left_with_placeholders_is_refused_when_defined() -> None:
 
     with pytest.raises(TypeError, match="abstract"):
         _HalfTheOtherWay()  # type: ignore[abstract]
+
+
+def test_a_run_record_takes_a_status_word_and_refuses_others() -> None:
+    assert RunRecord("r1", "t1", "g", "parked").status is RunStatus.PARKED  # type: ignore[arg-type]
+    with pytest.raises(ValueError) as caught:
+        RunRecord("r1", "t1", "g", "paused")  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert "'paused'" in message and "running, parked, failed, completed, cancelled" in message

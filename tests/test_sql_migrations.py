@@ -27,6 +27,7 @@ from sqlalchemy import (
     inspect,
     text,
 )
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql import column, table
 
 from langgraph_celery.checkpoint import (
@@ -35,6 +36,7 @@ from langgraph_celery.checkpoint import (
     CheckpointKind,
     PendingTask,
     PendingWrite,
+    RunStatus,
     SqlSaver,
     Timer,
     _migrations,
@@ -436,6 +438,21 @@ def test_kinds_are_filled_in_from_bodies_the_serializer_cannot_read(sql_saver: S
         )
     sql_saver.setup()
     assert _kind_column(engine, prefix) == {"c0": "resume"}
+
+
+def test_the_database_checks_a_runs_status(sql_saver: SqlSaver) -> None:
+    sql_saver.setup()
+    insert = text(
+        f"INSERT INTO {sql_saver.table_prefix}runs (run_id, thread_id, graph_id, status, "
+        "created_at, updated_at) VALUES (:run, 't1', 'g', :status, :at, :at)"
+    )
+    with sql_saver.engine.begin() as conn:
+        conn.execute(insert, {"run": "r1", "status": "parked", "at": T0})
+    with pytest.raises(IntegrityError), sql_saver.engine.begin() as conn:
+        conn.execute(insert, {"run": "r2", "status": "paused", "at": T0})
+    stored = sql_saver.get_run("r1")
+    assert stored is not None and stored.status is RunStatus.PARKED
+    assert sql_saver.get_run("r2") is None
 
 
 # -- refusals ---------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from langgraph_celery.checkpoint.base import (
     PendingWrite,
     Timer,
 )
-from langgraph_celery.checkpoint.index import RunIndex
+from langgraph_celery.checkpoint.index import RunIndex, RunRecord, RunStatus
 from langgraph_celery.checkpoint.memory import MemorySaver
 from langgraph_celery.checkpoint.sql import SqlSaver
 from langgraph_celery.errors import CheckpointConflictError
@@ -29,6 +29,8 @@ __all__ = [
     "PendingTask",
     "PendingWrite",
     "RunIndex",
+    "RunRecord",
+    "RunStatus",
     "SchemaError",
     "SqlSaver",
     "Timer",

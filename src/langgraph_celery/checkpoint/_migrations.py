@@ -43,6 +43,7 @@ from sqlalchemy import (
     Connection,
     DateTime,
     Engine,
+    Enum,
     Index,
     Integer,
     MetaData,
@@ -65,6 +66,7 @@ from sqlalchemy.sql import bindparam, column, table
 from langgraph_celery.checkpoint._schema import (
     CHECKPOINTS_TABLE,
     ID,
+    RUNS_TABLE,
     SCHEMA_VERSION_TABLE,
     SEQ,
     TIMERS_TABLE,
@@ -282,10 +284,43 @@ def _add_column(m: MigrationContext, table_name: str, new: Column[Any]) -> None:
     m.connection.execute(text(f"ALTER TABLE {quoted} ADD COLUMN {spec}"))
 
 
+# -- 4: a record per run ------------------------------------------------------------------------
+
+
+def _create_runs_table(m: MigrationContext) -> None:
+    """One row per run: thread, graph, status (checked), current or pending node, times."""
+    Table(
+        m.table_name(RUNS_TABLE),
+        MetaData(),
+        Column("run_id", ID, nullable=False),
+        Column("thread_id", ID, nullable=False),
+        Column("graph_id", ID, nullable=False),
+        Column(
+            "status",
+            Enum(
+                *("running", "parked", "failed", "completed", "cancelled"),
+                native_enum=False,
+                create_constraint=True,
+                length=16,
+                name=f"{m.prefix}runs_status_ck",
+            ),
+            nullable=False,
+        ),
+        Column("node", ID, nullable=True),
+        Column("created_at", DateTime(timezone=True), nullable=False),
+        Column("updated_at", DateTime(timezone=True), nullable=False),
+        PrimaryKeyConstraint("run_id", name=f"{m.prefix}{RUNS_TABLE}_pkey"),
+        Index(f"{m.prefix}runs_graph_ix", "graph_id", "created_at", "run_id"),
+        Index(f"{m.prefix}runs_status_ix", "graph_id", "status", "created_at", "run_id"),
+        Index(f"{m.prefix}runs_thread_ix", "thread_id"),
+    ).create(m.connection)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "checkpoints, writes and timers tables", _create_tables),
     Migration(2, "one checkpoint without a parent per thread", _create_root_index),
     Migration(3, "a checkpoint's kind in a column, filled in from stored bodies", _add_kind_column),
+    Migration(4, "a record per run: its thread, graph, status, node and times", _create_runs_table),
 )
 #: The version of tables all of :data:`MIGRATIONS` have been applied to.
 LATEST_VERSION = len(MIGRATIONS)

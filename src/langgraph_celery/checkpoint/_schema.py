@@ -34,6 +34,13 @@ index, so that a refused insert is recognised by the name of the constraint it v
     One row per thread with an active or parked run that the beat reaper must check (``kind``
     ``stall`` or ``deadline``), indexed by ``due_at``.
 
+``<prefix>runs`` (:data:`RUNS_TABLE`)
+    One row per run (primary key ``run_id``): its ``thread_id``, ``graph_id``, ``status`` (a
+    :class:`~langgraph_celery.checkpoint.index.RunStatus` word, checked by
+    ``<prefix>runs_status_ck``), current or pending ``node``, ``created_at`` and ``updated_at``.
+    ``<prefix>runs_graph_ix`` and ``<prefix>runs_status_ix`` serve listing a graph's runs newest
+    first, all or by status; ``<prefix>runs_thread_ix`` serves releasing a thread.
+
 ``<prefix>schema_version`` (:data:`SCHEMA_VERSION_TABLE`)
     One row per migration applied: ``version``, ``description``, ``applied_at``.
 """
@@ -50,6 +57,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Enum,
     Index,
     Integer,
     MetaData,
@@ -60,9 +68,12 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
+from langgraph_celery.checkpoint.index import RunStatus
+
 __all__ = [
     "CHECKPOINTS_TABLE",
     "DEFAULT_TABLE_PREFIX",
+    "RUNS_TABLE",
     "SCHEMA_VERSION_TABLE",
     "TIMERS_TABLE",
     "WRITES_TABLE",
@@ -82,6 +93,8 @@ CHECKPOINTS_TABLE = "checkpoints"
 WRITES_TABLE = "writes"
 #: Name (after the prefix) of the timers table.
 TIMERS_TABLE = "timers"
+#: Name (after the prefix) of the runs table.
+RUNS_TABLE = "runs"
 #: Name (after the prefix) of the table recording the migrations applied.
 SCHEMA_VERSION_TABLE = "schema_version"
 
@@ -102,6 +115,7 @@ class Tables:
     checkpoints: Table
     writes: Table
     timers: Table
+    runs: Table
     schema_version: Table
 
 
@@ -187,6 +201,21 @@ def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> Tables:
         PrimaryKeyConstraint("thread_id", name=f"{prefix}{TIMERS_TABLE}_pkey"),
         Index(f"{prefix}timers_due_ix", "due_at"),
     )
+    runs = Table(
+        f"{prefix}{RUNS_TABLE}",
+        metadata,
+        Column("run_id", ID, nullable=False),
+        Column("thread_id", ID, nullable=False),
+        Column("graph_id", ID, nullable=False),
+        Column("status", run_status_type(prefix), nullable=False),
+        Column("node", ID, nullable=True),
+        Column("created_at", DateTime(timezone=True), nullable=False),
+        Column("updated_at", DateTime(timezone=True), nullable=False),
+        PrimaryKeyConstraint("run_id", name=f"{prefix}{RUNS_TABLE}_pkey"),
+        Index(f"{prefix}runs_graph_ix", "graph_id", "created_at", "run_id"),
+        Index(f"{prefix}runs_status_ix", "graph_id", "status", "created_at", "run_id"),
+        Index(f"{prefix}runs_thread_ix", "thread_id"),
+    )
     schema_version = Table(
         f"{prefix}{SCHEMA_VERSION_TABLE}",
         metadata,
@@ -195,7 +224,22 @@ def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> Tables:
         Column("applied_at", DateTime(timezone=True), nullable=False),
         PrimaryKeyConstraint("version", name=f"{prefix}{SCHEMA_VERSION_TABLE}_pkey"),
     )
-    return Tables(metadata, checkpoints, writes, timers, schema_version)
+    return Tables(metadata, checkpoints, writes, timers, runs, schema_version)
+
+
+def run_status_type(prefix: str) -> Enum:
+    """``status``: a :class:`RunStatus` bound and read as the enum's member, stored as its word
+    and checked by a named constraint (not a PostgreSQL enum type, which would be one more thing
+    to create and alter outside the table)."""
+    return Enum(
+        RunStatus,
+        values_callable=lambda statuses: [status.value for status in statuses],
+        validate_strings=True,
+        native_enum=False,
+        create_constraint=True,
+        length=16,
+        name=f"{prefix}runs_status_ck",
+    )
 
 
 def as_utc(value: datetime) -> datetime:

@@ -24,7 +24,14 @@ from langgraph_celery.checkpoint.base import (
     Timer,
     check_timer_thread,
 )
-from langgraph_celery.checkpoint.index import RunIndex
+from langgraph_celery.checkpoint.index import (
+    RunIndex,
+    RunRecord,
+    RunStatus,
+    check_page,
+    check_run_owner,
+    run_order,
+)
 from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.serde import Serializer
 
@@ -65,6 +72,7 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
         self._threads: dict[str, _Thread] = {}
         self._runs: dict[str, str] = {}  # run_id -> thread_id
         self._timers: dict[str, Timer] = {}  # thread_id -> its timer
+        self._run_records: dict[str, RunRecord] = {}  # run_id -> its record
 
     # -- checkpoints -------------------------------------------------------------------------
 
@@ -167,12 +175,55 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
         with self._lock:
             thread = self._threads.pop(thread_id, None)
             self._timers.pop(thread_id, None)
+            for record in [r for r in self._run_records.values() if r.thread_id == thread_id]:
+                del self._run_records[record.run_id]
             if thread is not None:
                 for run_id, _step in thread.steps:
                     self._runs.pop(run_id, None)
         if thread is None:
             return []
         return [self._load(thread_id, stored) for stored in reversed(thread.checkpoints.values())]
+
+    # -- run records -------------------------------------------------------------------------
+
+    def upsert_run(self, record: RunRecord) -> bool:
+        record = dataclasses.replace(
+            record, created_at=as_utc(record.created_at), updated_at=as_utc(record.updated_at)
+        )
+        with self._lock:
+            held = self._run_records.get(record.run_id)
+            if held is not None:
+                check_run_owner(held, record)
+                if held.updated_at > record.updated_at:
+                    return False
+                record = dataclasses.replace(record, created_at=held.created_at)
+            self._run_records[record.run_id] = record
+            return True
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self._lock:
+            return self._run_records.get(run_id)
+
+    def list_runs(
+        self,
+        graph_id: str | None = None,
+        status: RunStatus | None = None,
+        *,
+        limit: int = 50,
+        before: RunRecord | None = None,
+    ) -> Sequence[RunRecord]:
+        check_page(limit)
+        with self._lock:
+            found = [
+                record
+                for record in self._run_records.values()
+                if (graph_id is None or record.graph_id == graph_id)
+                and (status is None or record.status == status)
+            ]
+        if before is not None:
+            after = run_order(dataclasses.replace(before, created_at=as_utc(before.created_at)))
+            found = [record for record in found if run_order(record) < after]
+        return sorted(found, key=run_order, reverse=True)[:limit]
 
     # -- pending writes ----------------------------------------------------------------------
 
