@@ -338,8 +338,10 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
             name = constraint_name(exc.orig)
             if name is not None and name != self._write_key:
                 raise
-            if name is None and not self._read(self._sql.write_of_task, values):
-                raise
+            if name is None:
+                key = {"thread_id": thread_id, "checkpoint_id": checkpoint_id, "task_id": task_id}
+                if not self._read(self._sql.write_of_task, key):
+                    raise
             return False
         return True
 
