@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import queue
+import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -297,3 +299,23 @@ def test_sql_saver_without_upsert_keeps_run_records_the_same_way(sql_saver: SqlS
     )
     assert all(outcome is True for outcome in outcomes), outcomes
     assert {r.run_id for r in sql_saver.list_runs("g")} == {"r1", "new-0", "new-1"}
+
+
+def test_sql_saver_opening_a_new_sqlite_file_another_process_locks_waits(tmp_path: Path) -> None:
+    """Switching a new SQLite file to WAL needs an exclusive lock that SQLite does not wait for:
+    the saver waits itself (up to the busy timeout) instead of failing with "database is
+    locked"."""
+    path = tmp_path / "new.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE other (x INTEGER)")
+    holder.execute("BEGIN IMMEDIATE")  # (as another process setting the file up would)
+    saver = SqlSaver(f"sqlite:///{path}")
+    release = threading.Timer(0.5, lambda: holder.execute("COMMIT"))
+    release.start()
+    try:
+        saver.put(ckpt(0))
+        assert len(saver.list(THREAD)) == 1
+    finally:
+        release.join()
+        holder.close()
+        saver.dispose()

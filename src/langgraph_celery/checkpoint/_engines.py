@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
@@ -45,7 +47,27 @@ def _sqlite_on_connect(dbapi_connection: Any, connection_record: Any) -> None:
     # wait up to the busy timeout instead of failing at once.
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _use_wal(cursor)
         cursor.execute("PRAGMA synchronous=NORMAL")
     finally:
         cursor.close()
+
+
+def _use_wal(cursor: Any) -> None:
+    """Switch the database to WAL.  On a new database file that takes an exclusive lock, for
+    which SQLite does not wait (its busy timeout does not apply): when several processes open a
+    new database at once, the others get "database is locked" at once.  Wait here instead, as
+    long as the busy timeout."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            code = getattr(error, "sqlite_errorcode", None)
+            busy = isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_BUSY
+            if not busy or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
