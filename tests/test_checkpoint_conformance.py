@@ -1,426 +1,57 @@
-"""The checkpoint-saver conformance suite: every test runs on every saver (``saver`` fixture).
+"""The checkpoint-saver conformance suite on our savers, and what is particular to SqlSaver.
 
-A new saver passes this file before anything else uses it.  The end of the file races writers
-(threads; for SQL savers also separate processes) and checks a few SqlSaver specifics.
+``TestSavers`` runs the suite that ships as :mod:`langgraph_celery.testing` (both halves:
+storing checkpoints, indexing runs) on every saver of ``conftest.py``'s ``saver_factory``:
+memory, sqlite, postgres.  The rest of the file races SQL savers in separate processes and checks
+SqlSaver's specifics.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import queue
+import sqlite3
+import subprocess
+import sys
 import threading
-import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import inspect, text
 
-from langgraph_celery.checkpoint import (
+pytest.register_assert_rewrite("langgraph_celery.testing")
+
+from sqlalchemy import inspect  # noqa: E402
+from sqlalchemy.exc import IntegrityError  # noqa: E402
+
+from langgraph_celery.checkpoint import (  # noqa: E402
     BaseCheckpointSaver,
     Checkpoint,
     CheckpointConflictError,
     MemorySaver,
-    PendingTask,
-    PendingWrite,
+    RunRecord,
+    RunStatus,
     SqlSaver,
 )
-from langgraph_celery.errors import SerializationError
-
-THREAD = "thread-1"
-
-
-def ckpt(
-    step: int = 0,
-    *,
-    thread: str = THREAD,
-    run: str = "run-1",
-    checkpoint_id: str | None = None,
-    values: dict[str, Any] | None = None,
-    **fields: Any,
-) -> Checkpoint:
-    fields.setdefault("parent_id", "ck-parent")  # (a thread has one checkpoint without a parent)
-    return Checkpoint(
-        thread_id=thread,
-        checkpoint_id=checkpoint_id or f"ck-{uuid.uuid4().hex}",
-        run_id=run,
-        step=step,
-        values={"step": step} if values is None else values,
-        **fields,
-    )
-
-
-# -- basic storage ----------------------------------------------------------------------------
-
-
-def test_unknown_thread_is_empty(saver: BaseCheckpointSaver) -> None:
-    assert saver.get("nobody") is None
-    assert saver.get("nobody", "ck-missing") is None
-    assert list(saver.list("nobody")) == []
-    assert list(saver.get_writes("nobody", "ck-missing")) == []
-    assert list(saver.release("nobody")) == []
-
-
-def test_put_then_get_latest_and_by_id(saver: BaseCheckpointSaver) -> None:
-    first = ckpt(0, values={"a": 1}, metadata={"source": "input"})
-    second = ckpt(
-        1,
-        values={"a": 2},
-        parent_id=first.checkpoint_id,
-        node="agent",
-        extra={"barrier": ["x", "y"]},
-        metadata={"source": "loop", "writes": {"agent": 1}},
-        tasks=(PendingTask("t1", "tools"),),
-    )
-    assert saver.put(first) == first
-    assert saver.put(second) == second
-
-    assert saver.get(THREAD) == second
-    assert saver.get(THREAD, first.checkpoint_id) == first
-    assert saver.get(THREAD, second.checkpoint_id) == second
-    assert saver.get(THREAD, "ck-missing") is None
-    assert saver.get("other-thread", first.checkpoint_id) is None
-    got = saver.get(THREAD)
-    assert got is not None
-    assert got.parent_id == first.checkpoint_id
-    assert got.next == ("tools",)
-
-
-def test_list_is_newest_stored_first_not_highest_step(saver: BaseCheckpointSaver) -> None:
-    stored = [ckpt(5, run="run-a"), ckpt(0, run="run-b"), ckpt(3, run="run-a")]
-    for checkpoint in stored:
-        saver.put(checkpoint)
-
-    assert [c.checkpoint_id for c in saver.list(THREAD)] == [
-        c.checkpoint_id for c in reversed(stored)
-    ]
-    assert list(saver.list(THREAD)) == list(reversed(stored))
-    latest = saver.get(THREAD)
-    assert latest is not None and latest.checkpoint_id == stored[-1].checkpoint_id
-
-
-def test_values_round_trip_with_their_types(saver: BaseCheckpointSaver) -> None:
-    moment = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
-    values: dict[str, Any] = {
-        "tuple": (1, "two", (3.5, None)),
-        "set": {1, 2, 3},
-        "when": moment,
-        "bytes": b"\x00\xff",
-        "uuid": uuid.UUID(int=7),
-        "nested": {"list": [1, {"deep": (True, False)}], "empty": {}},
-        "text": "héllo",
-        "float": 0.25,
-        "none": None,
-    }
-    saver.put(ckpt(0, values=values))
-
-    got = saver.get(THREAD)
-    assert got is not None
-    assert got.values == values
-    assert type(got.values["tuple"]) is tuple
-    assert type(got.values["tuple"][2]) is tuple
-    assert type(got.values["set"]) is set
-    assert got.values["when"] == moment and got.values["when"].tzinfo is not None
-    assert type(got.values["nested"]["list"][1]["deep"]) is tuple
-
-
-def test_stored_values_are_copies(saver: BaseCheckpointSaver) -> None:
-    values: dict[str, Any] = {"items": [1, 2], "nested": {"a": [1]}}
-    saver.put(ckpt(0, values=values))
-    values["items"].append("mutated after put")
-    values["nested"]["b"] = "new key"
-
-    got = saver.get(THREAD)
-    assert got is not None
-    assert got.values == {"items": [1, 2], "nested": {"a": [1]}}
-    got.values["items"].append(99)
-    got.values["nested"]["a"].append(2)
-    got.extra["added"] = True
-
-    again = saver.get(THREAD)
-    assert again is not None
-    assert again.values == {"items": [1, 2], "nested": {"a": [1]}}
-    assert again.extra == {}
-    assert saver.list(THREAD)[0].values == {"items": [1, 2], "nested": {"a": [1]}}
-
-
-def test_created_at_is_tz_aware_and_the_same_instant(saver: BaseCheckpointSaver) -> None:
-    plus_two = timezone(timedelta(hours=2))
-    when = datetime(2023, 12, 31, 23, 59, 58, 654321, tzinfo=plus_two)
-    saver.put(ckpt(0, created_at=when))
-    saver.put(ckpt(1))
-
-    for got in saver.list(THREAD):
-        assert got.created_at.tzinfo is not None
-        assert got.created_at.utcoffset() == timedelta(0)
-    oldest = saver.list(THREAD)[-1]
-    assert oldest.created_at == when
-    assert oldest.created_at.hour == 21  # reported in UTC
-
-
-def test_pending_tasks_keep_has_arg(saver: BaseCheckpointSaver) -> None:
-    tasks = (
-        PendingTask("a", "plain"),
-        PendingTask("b", "send-none", arg=None, has_arg=True),
-        PendingTask("c", "send-value", arg={"k": (1, 2)}, has_arg=True),
-        PendingTask("d", "send-zero", arg=0, has_arg=True),
-    )
-    saver.put(ckpt(0, tasks=tasks))
-
-    got = saver.get(THREAD)
-    assert got is not None
-    assert got.tasks == tasks
-    assert [t.has_arg for t in got.tasks] == [False, True, True, True]
-    assert got.tasks[1].arg is None
-    assert got.tasks[2].arg == {"k": (1, 2)}
-    assert got.next == ("plain", "send-none", "send-value", "send-zero")
-
-
-# -- uniqueness -------------------------------------------------------------------------------
-
-
-def test_same_run_and_step_conflicts_and_keeps_the_original(saver: BaseCheckpointSaver) -> None:
-    original = ckpt(3, values={"who": "first"})
-    saver.put(original)
-
-    with pytest.raises(CheckpointConflictError) as caught:
-        saver.put(ckpt(3, values={"who": "second"}))
-
-    message = str(caught.value)
-    assert THREAD in message and "run-1" in message and "3" in message
-    assert saver.get(THREAD) == original
-    assert list(saver.list(THREAD)) == [original]
-
-
-def test_same_checkpoint_id_conflicts(saver: BaseCheckpointSaver) -> None:
-    original = ckpt(0, checkpoint_id="ck-same", values={"who": "first"})
-    saver.put(original)
-
-    with pytest.raises(CheckpointConflictError) as caught:
-        saver.put(ckpt(1, run="run-2", checkpoint_id="ck-same", values={"who": "second"}))
-
-    assert THREAD in str(caught.value)
-    assert saver.get(THREAD, "ck-same") == original
-    assert list(saver.list(THREAD)) == [original]
-
-
-def test_different_runs_may_store_the_same_step(saver: BaseCheckpointSaver) -> None:
-    a, b = ckpt(2, run="run-a"), ckpt(2, run="run-b")
-    saver.put(a)
-    saver.put(b)
-    assert list(saver.list(THREAD)) == [b, a]
-
-
-def test_one_checkpoint_without_a_parent_per_thread(saver: BaseCheckpointSaver) -> None:
-    first = ckpt(-1, run="run-a", parent_id=None)
-    saver.put(first)
-    with pytest.raises(CheckpointConflictError, match="another run started on this new thread"):
-        saver.put(ckpt(-1, run="run-b", parent_id=None))
-    assert list(saver.list(THREAD)) == [first]
-    saver.put(ckpt(-1, run="run-c", parent_id=None, thread="other-thread"))
-    saver.release(THREAD)
-    saver.put(ckpt(-1, run="run-d", parent_id=None))  # a released thread starts anew
-
-
-def test_threads_racing_to_store_a_first_checkpoint_store_one(saver: BaseCheckpointSaver) -> None:
-    racers = 8
-    for round_ in range(3):
-        thread = f"new-thread-{round_}"
-        candidates = [
-            ckpt(-1, run=f"run-{i}", parent_id=None, thread=thread) for i in range(racers)
-        ]
-
-        def put(index: int, candidates: list[Checkpoint] = candidates) -> Checkpoint:
-            return saver.put(candidates[index])
-
-        outcomes = _race(racers, put)
-        assert sum(isinstance(o, Checkpoint) for o in outcomes) == 1, outcomes
-        assert sum(isinstance(o, CheckpointConflictError) for o in outcomes) == racers - 1
-        assert len(saver.list(thread)) == 1
-
-
-def test_delete_write_compares_the_node(saver: BaseCheckpointSaver) -> None:
-    saver.put(ckpt(0, checkpoint_id="ck-1"))
-    assert saver.put_writes(THREAD, "ck-1", "__claim__", "token-a", {"token": "token-a"})
-    assert saver.delete_write(THREAD, "ck-1", "__claim__", "token-b") is False
-    assert [w.node for w in saver.get_writes(THREAD, "ck-1")] == ["token-a"]
-    assert saver.delete_write(THREAD, "ck-1", "__claim__", "token-a") is True
-    assert saver.get_writes(THREAD, "ck-1") == []
-    assert saver.delete_write(THREAD, "ck-1", "__claim__", "token-a") is False
-    assert saver.put_writes(THREAD, "ck-1", "__claim__", "token-b", {})  # claimable again
-
-
-def test_threads_are_isolated(saver: BaseCheckpointSaver) -> None:
-    one = ckpt(0, thread="t-one", checkpoint_id="ck-1", values={"thread": 1})
-    two = ckpt(0, thread="t-two", checkpoint_id="ck-1", values={"thread": 2})
-    saver.put(one)
-    saver.put(two)  # same id, run and step in another thread: no conflict
-    assert saver.put_writes("t-one", "ck-1", "task", "n", {"from": 1}) is True
-    assert saver.put_writes("t-two", "ck-1", "task", "n", {"from": 2}) is True
-
-    assert saver.get("t-one") == one and saver.get("t-two") == two
-    assert saver.get_writes("t-one", "ck-1") == [PendingWrite("task", "n", {"from": 1})]
-    assert saver.release("t-one") == [one]
-    assert saver.get("t-one") is None
-    assert saver.get("t-two") == two
-    assert saver.get_writes("t-two", "ck-1") == [PendingWrite("task", "n", {"from": 2})]
-
-
-# -- pending writes ---------------------------------------------------------------------------
-
-
-def test_put_writes_first_wins_in_insertion_order(saver: BaseCheckpointSaver) -> None:
-    saver.put(ckpt(0, checkpoint_id="ck-0"))
-    update: dict[str, Any] = {"messages": ["b"], "pair": (1, 2)}
-    assert saver.put_writes(THREAD, "ck-0", "task-b", "node-b", update) is True
-    assert saver.put_writes(THREAD, "ck-0", "task-a", "node-a", {"x": 1}) is True
-    assert saver.put_writes(THREAD, "ck-0", "task-c", "node-c", {}) is True
-    assert saver.put_writes(THREAD, "ck-0", "task-b", "node-b", {"messages": ["again"]}) is False
-    assert saver.put_writes(THREAD, "ck-other", "task-b", "node-b", {"y": 2}) is True
-    update["messages"].append("mutated after put_writes")
-
-    expected = [
-        PendingWrite("task-b", "node-b", {"messages": ["b"], "pair": (1, 2)}),
-        PendingWrite("task-a", "node-a", {"x": 1}),
-        PendingWrite("task-c", "node-c", {}),
-    ]
-    got = list(saver.get_writes(THREAD, "ck-0"))
-    assert got == expected
-    got[0].update["messages"].append("mutated after get_writes")
-    assert list(saver.get_writes(THREAD, "ck-0")) == expected
-    assert list(saver.get_writes(THREAD, "ck-other")) == [
-        PendingWrite("task-b", "node-b", {"y": 2})
-    ]
-
-
-# -- release ----------------------------------------------------------------------------------
-
-
-def test_release_returns_and_deletes_everything(saver: BaseCheckpointSaver) -> None:
-    stored = [ckpt(step, checkpoint_id=f"ck-{step}") for step in range(3)]
-    for checkpoint in stored:
-        saver.put(checkpoint)
-    saver.put_writes(THREAD, "ck-0", "task", "n", {"v": 0})
-    saver.put_writes(THREAD, "ck-2", "task", "n", {"v": 2})
-    kept = ckpt(0, thread="kept")
-    saver.put(kept)
-
-    released = list(saver.release(THREAD))
-
-    assert released == list(reversed(stored))
-    assert saver.get(THREAD) is None
-    assert saver.get(THREAD, "ck-1") is None
-    assert list(saver.list(THREAD)) == []
-    assert list(saver.get_writes(THREAD, "ck-0")) == []
-    assert list(saver.get_writes(THREAD, "ck-2")) == []
-    assert list(saver.release(THREAD)) == []
-    assert saver.get("kept") == kept
-    # The thread is really empty: the same ids and steps can be stored again.
-    saver.put(stored[0])
-    assert saver.put_writes(THREAD, "ck-0", "task", "n", {"v": "again"}) is True
-    assert list(saver.list(THREAD)) == [stored[0]]
-
-
-# -- serialization failures -------------------------------------------------------------------
-
-
-class _Opaque:
-    pass
-
-
-def test_non_serializable_value_fails_and_stores_nothing(saver: BaseCheckpointSaver) -> None:
-    with pytest.raises(SerializationError) as caught:
-        saver.put(ckpt(0, values={"fine": 1, "bad_key": _Opaque()}))
-    assert "bad_key" in str(caught.value) and "_Opaque" in str(caught.value)
-    assert saver.get(THREAD) is None
-    assert list(saver.list(THREAD)) == []
-
-    with pytest.raises(SerializationError):
-        saver.put_writes(THREAD, "ck-0", "task", "n", {"bad_key": _Opaque()})
-    assert list(saver.get_writes(THREAD, "ck-0")) == []
-    assert saver.put_writes(THREAD, "ck-0", "task", "n", {"good": 1}) is True
-
-    # The failed put did not reserve its step: the same run and step can be stored.
-    good = ckpt(0, values={"fine": 1})
-    saver.put(good)
-    assert saver.get(THREAD) == good
-
-
-# -- several handles and writers --------------------------------------------------------------
-
-
-def test_every_handle_sees_the_latest_data(
-    saver_factory: Callable[[], BaseCheckpointSaver],
-) -> None:
-    a, b = saver_factory(), saver_factory()
-    first = ckpt(0)
-    a.put(first)
-    assert b.get(THREAD) == first
-    second = ckpt(1)
-    b.put(second)
-    assert a.get(THREAD) == second
-    assert a.put_writes(THREAD, first.checkpoint_id, "task", "n", {"v": 1}) is True
-    assert b.put_writes(THREAD, first.checkpoint_id, "task", "n", {"v": 2}) is False
-    with pytest.raises(CheckpointConflictError):
-        b.put(ckpt(1))
-    assert list(b.release(THREAD)) == [second, first]
-    assert a.get(THREAD) is None
-
-
-def _race(count: int, action: Callable[[int], Any]) -> list[Any]:
-    """Run ``action(i)`` in ``count`` threads released together; outcomes (result or error)."""
-    barrier = threading.Barrier(count)
-    outcomes: list[Any] = [None] * count
-
-    def run(index: int) -> None:
-        barrier.wait(timeout=30)
-        try:
-            outcomes[index] = action(index)
-        except Exception as exc:
-            outcomes[index] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return outcomes
-
-
-def test_threads_racing_for_one_step_store_exactly_one(saver: BaseCheckpointSaver) -> None:
-    racers, rounds = 8, 4
-    for step in range(rounds):
-        candidates = [ckpt(step, values={"writer": i}) for i in range(racers)]
-
-        def put(index: int, candidates: list[Checkpoint] = candidates) -> Checkpoint:
-            return saver.put(candidates[index])
-
-        outcomes = _race(racers, put)
-
-        winners = [i for i, o in enumerate(outcomes) if isinstance(o, Checkpoint)]
-        assert len(winners) == 1, outcomes
-        assert all(
-            isinstance(o, CheckpointConflictError)
-            for i, o in enumerate(outcomes)
-            if i != winners[0]
-        ), outcomes
-        assert saver.get(THREAD) == candidates[winners[0]]
-    assert len(saver.list(THREAD)) == rounds
-
-
-def test_threads_racing_put_writes_one_wins(saver: BaseCheckpointSaver) -> None:
-    racers = 8
-    outcomes = _race(
-        racers, lambda i: saver.put_writes(THREAD, "ck-0", "task", f"node-{i}", {"writer": i})
-    )
-
-    assert sorted(outcomes, key=repr) == [False] * (racers - 1) + [True], outcomes
-    winner = outcomes.index(True)
-    assert list(saver.get_writes(THREAD, "ck-0")) == [
-        PendingWrite("task", f"node-{winner}", {"writer": winner})
-    ]
+from langgraph_celery.testing import (  # noqa: E402
+    THREAD,
+    RunIndexConformance,
+    SaverConformance,
+    race,
+)
+from langgraph_celery.testing import make_checkpoint as ckpt  # noqa: E402
+
+SaverFactory = Callable[[], BaseCheckpointSaver]
+
+
+class TestSavers(SaverConformance, RunIndexConformance):
+    @pytest.fixture
+    def saver_factory(self, saver_factory: SaverFactory) -> SaverFactory:
+        """conftest.py's: memory, sqlite and postgres."""
+        return saver_factory
 
 
 def _process_racer(
@@ -514,6 +145,8 @@ def test_sql_saver_creates_tables_lazily(tmp_path: Path) -> None:
             "lazy_checkpoints",
             "lazy_writes",
             "lazy_timers",
+            "lazy_runs",
+            "lazy_schema_version",
         }
         saver.setup()  # idempotent
         other = SqlSaver(saver.engine, table_prefix="lazy_")
@@ -528,7 +161,7 @@ def test_sql_saver_creates_tables_lazily(tmp_path: Path) -> None:
 def test_sql_saver_in_memory_sqlite_and_bad_prefix() -> None:
     saver = SqlSaver("sqlite://")
     try:
-        outcomes = _race(4, lambda i: saver.put(ckpt(i)))
+        outcomes = race(4, lambda i: saver.put(ckpt(i)))
         assert all(isinstance(o, Checkpoint) for o in outcomes), outcomes
         assert len(saver.list(THREAD)) == 4
     finally:
@@ -542,24 +175,147 @@ def test_memory_saver_is_not_shared_across_processes() -> None:
     assert SqlSaver.shared_across_processes is True
 
 
-def test_sql_saver_on_tables_with_two_first_checkpoints_keeps_working(
-    sql_saver: SqlSaver, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Tables of an earlier version may hold a thread with two checkpoints without a parent:
-    the index cannot be added, setup says so and the saver goes on."""
+def test_sql_saver_reports_other_integrity_errors_as_they_are(sql_saver: SqlSaver) -> None:
+    """Only a uniqueness refusal is a conflict: a NOT NULL violation is raised as it is, also
+    when the refused row would collide with a stored one."""
+    stored = ckpt(0, checkpoint_id="ck-0")
+    sql_saver.put(stored)
+    broken = ckpt(0, checkpoint_id="ck-0", run=None)  # type: ignore[arg-type]
+    with pytest.raises(IntegrityError) as caught:
+        sql_saver.put(broken)
+    assert not isinstance(caught.value, CheckpointConflictError)
+    with pytest.raises(IntegrityError):
+        sql_saver.put_writes(THREAD, "ck-0", "task", None, {})  # type: ignore[arg-type]
+    assert list(sql_saver.list(THREAD)) == [stored]
+
+
+def test_sql_saver_without_insert_or_ignore_knows_a_taken_write(sql_saver: SqlSaver) -> None:
+    """On a database without ``INSERT ... ON CONFLICT`` a write refused by the primary key is
+    recognised by the key's name or, where the driver reports none, by the write found there."""
     sql_saver.setup()
-    index = f"{sql_saver.table_prefix}ckpt_root_uq"
-    with sql_saver.engine.begin() as conn:
-        conn.execute(text(f'DROP INDEX "{index}"'))
-    sql_saver.put(ckpt(-1, run="run-a", parent_id=None))
-    sql_saver.put(ckpt(-1, run="run-b", parent_id=None))
-    again = SqlSaver(sql_saver.engine, table_prefix=sql_saver.table_prefix)
-    with caplog.at_level("WARNING", logger="langgraph_celery.checkpoint"):
-        again.setup()
-    assert index in caplog.text and "two checkpoints without a parent" in caplog.text
-    assert len(again.list(THREAD)) == 2
-    again.release(THREAD)
-    SqlSaver(sql_saver.engine, table_prefix=sql_saver.table_prefix).setup()  # now it is added
-    with pytest.raises(CheckpointConflictError, match="another run started on this new thread"):
-        for run in ("run-c", "run-d"):
-            again.put(ckpt(-1, run=run, parent_id=None))
+    sql_saver._sql = dataclasses.replace(sql_saver._sql, put_write_ignoring=None)
+    outcomes = race(6, lambda i: sql_saver.put_writes(THREAD, "ck-0", "task", f"n{i}", {"i": i}))
+    assert sorted(outcomes, key=repr) == [False] * 5 + [True], outcomes
+    assert len(sql_saver.get_writes(THREAD, "ck-0")) == 1
+    assert sql_saver.put_writes(THREAD, "ck-0", "task-2", "n", {}) is True
+
+
+# -- the shipped suite, used as a saver author uses it ---------------------------------------------
+
+_THIRD_PARTY_TESTS = '''
+import pytest
+
+from langgraph_celery.checkpoint import MemorySaver
+from langgraph_celery.testing import RunIndexConformance, SaverConformance
+
+
+class NewestLast(MemorySaver):
+    """Lists a thread's checkpoints oldest first: wrong."""
+
+    def list(self, thread_id):
+        return list(reversed(super().list(thread_id)))
+
+
+class TestGood(SaverConformance, RunIndexConformance):
+    @pytest.fixture
+    def saver_factory(self):
+        saver = MemorySaver()
+        return lambda: saver
+
+
+class TestWrongOrder(SaverConformance):
+    @pytest.fixture
+    def saver_factory(self):
+        saver = NewestLast()
+        return lambda: saver
+
+
+class TestForgotTheFactory(SaverConformance):
+    pass
+'''
+
+
+def test_the_shipped_suite_runs_in_a_saver_authors_own_tests(tmp_path: Path) -> None:
+    """Outside this repository's conftest.py: a correct saver passes, a wrong one fails the
+    test that says what is wrong, and a suite without a saver says what to override."""
+    (tmp_path / "test_my_saver.py").write_text(_THIRD_PARTY_TESTS)
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    out = completed.stdout
+    summary = out.strip().splitlines()[-1]
+    good = len([line for line in out.splitlines() if "TestGood::" in line and "FAILED" in line])
+    assert good == 0, out
+    failed = {
+        line.split("::")[-1].split(" ")[0]
+        for line in out.splitlines()
+        if line.startswith("FAILED") and "TestWrongOrder::" in line
+    }
+    # (among others that read a list: the one named for it)
+    assert "test_list_is_newest_stored_first_not_highest_step" in failed, out
+    assert "test_put_writes_first_wins_in_insertion_order" not in failed, out
+    assert "override the saver_factory fixture" in out
+    errors = [line for line in out.splitlines() if line.startswith("ERROR")]
+    assert errors and all("TestForgotTheFactory::" in line for line in errors), out
+    assert " passed" in summary and " failed" in summary and " error" in summary, summary
+
+
+def test_importing_the_library_does_not_import_pytest() -> None:
+    script = (
+        "import sys\n"
+        "import langgraph_celery, langgraph_celery.checkpoint, langgraph_celery.celery\n"
+        "assert 'pytest' not in sys.modules, 'pytest was imported'\n"
+        "assert 'langgraph_celery.testing' not in sys.modules\n"
+        "print('no-pytest')\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "no-pytest"
+
+
+def test_sql_saver_without_upsert_keeps_run_records_the_same_way(sql_saver: SqlSaver) -> None:
+    """A database without ``INSERT ... ON CONFLICT``: update, else insert (the same rules)."""
+    sql_saver.setup()
+    sql_saver._sql = dataclasses.replace(sql_saver._sql, upsert_run=None)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    later = t0 + timedelta(seconds=5)
+    assert sql_saver.upsert_run(RunRecord("r1", "t1", "g", RunStatus.RUNNING, "a", t0, t0))
+    assert sql_saver.upsert_run(RunRecord("r1", "t1", "g", RunStatus.PARKED, "b", later, later))
+    assert not sql_saver.upsert_run(RunRecord("r1", "t1", "g", RunStatus.FAILED, None, t0, t0))
+    with pytest.raises(ValueError, match="'t1'"):
+        sql_saver.upsert_run(RunRecord("r1", "t9", "g", RunStatus.FAILED, None, t0, later))
+    assert sql_saver.get_run("r1") == RunRecord("r1", "t1", "g", RunStatus.PARKED, "b", t0, later)
+    outcomes = race(
+        6,
+        lambda i: sql_saver.upsert_run(
+            RunRecord(f"new-{i % 2}", "t2", "g", RunStatus.RUNNING, f"n{i}", t0, t0)
+        ),
+    )
+    assert all(outcome is True for outcome in outcomes), outcomes
+    assert {r.run_id for r in sql_saver.list_runs("g")} == {"r1", "new-0", "new-1"}
+
+
+def test_sql_saver_opening_a_new_sqlite_file_another_process_locks_waits(tmp_path: Path) -> None:
+    """Switching a new SQLite file to WAL needs an exclusive lock that SQLite does not wait for:
+    the saver waits itself (up to the busy timeout) instead of failing with "database is
+    locked"."""
+    path = tmp_path / "new.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE other (x INTEGER)")
+    holder.execute("BEGIN IMMEDIATE")  # (as another process setting the file up would)
+    saver = SqlSaver(f"sqlite:///{path}")
+    release = threading.Timer(0.5, lambda: holder.execute("COMMIT"))
+    release.start()
+    try:
+        saver.put(ckpt(0))
+        assert len(saver.list(THREAD)) == 1
+    finally:
+        release.join()
+        holder.close()
+        saver.dispose()

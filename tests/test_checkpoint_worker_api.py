@@ -1,8 +1,12 @@
-"""Conformance of what the Celery side needs from every saver: timers and one-trip reads."""
+"""The saver contract's two halves: BaseCheckpointSaver's default ``put_with_timer``, the
+``RunIndex`` placeholders and checks, and the Celery executor's check at compile.  (The run-index
+conformance tests run on every saver from ``test_checkpoint_conformance.py``.)"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -11,74 +15,19 @@ from langgraph_celery.checkpoint import (
     Checkpoint,
     CheckpointConflictError,
     MemorySaver,
+    PendingWrite,
+    RunIndex,
+    RunRecord,
+    RunStatus,
 )
 from langgraph_celery.checkpoint.base import Timer
+from langgraph_celery.checkpoint.index import missing_for_celery
+from langgraph_celery.errors import GraphDefinitionError
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
-def test_due_timers_earliest_first_and_only_due(saver: BaseCheckpointSaver) -> None:
-    saver.set_timer("t1", "r1", "g", "stall", T0 + timedelta(seconds=30))
-    saver.set_timer("t2", "r2", "g", "deadline", T0 + timedelta(seconds=10))
-    saver.set_timer("t3", "r3", "g", "stall", T0 + timedelta(seconds=90))
-    due = saver.due_timers(T0 + timedelta(seconds=60))
-    assert [(t.thread_id, t.run_id, t.graph_id, t.kind) for t in due] == [
-        ("t2", "r2", "g", "deadline"),
-        ("t1", "r1", "g", "stall"),
-    ]
-    assert due[0].due_at == T0 + timedelta(seconds=10)
-    assert due[0].due_at.tzinfo is not None
-    assert saver.due_timers(T0) == []
-    assert len(saver.due_timers(T0 + timedelta(hours=1), limit=2)) == 2
-
-
-def test_set_timer_replaces_the_threads_timer(saver: BaseCheckpointSaver) -> None:
-    saver.set_timer("t1", "r1", "g", "stall", T0)
-    saver.set_timer("t1", "r2", "g", "deadline", T0 + timedelta(seconds=5))
-    due = saver.due_timers(T0 + timedelta(seconds=5))
-    assert [(t.thread_id, t.run_id, t.kind) for t in due] == [("t1", "r2", "deadline")]
-
-
-def test_clear_timer_only_for_its_run(saver: BaseCheckpointSaver) -> None:
-    saver.set_timer("t1", "r2", "g", "stall", T0)
-    saver.clear_timer("t1", "r1")  # an older run's clear leaves the newer run's timer
-    assert [t.run_id for t in saver.due_timers(T0)] == ["r2"]
-    saver.clear_timer("t1", "r2")
-    assert saver.due_timers(T0) == []
-
-
-def test_release_removes_the_timer(saver: BaseCheckpointSaver) -> None:
-    saver.put(Checkpoint(thread_id="t1", checkpoint_id="c1", run_id="r1", step=-1, values={}))
-    saver.set_timer("t1", "r1", "g", "stall", T0)
-    saver.release("t1")
-    assert saver.due_timers(T0) == []
-
-
-def test_get_with_writes_reports_markers_and_committed_steps(saver: BaseCheckpointSaver) -> None:
-    first = Checkpoint(thread_id="t1", checkpoint_id="c1", run_id="r1", step=0, values={"a": 1})
-    saver.put(first)
-    saver.put_writes("t1", "c1", "__cancel__", "__END__", {})
-    saver.put_writes("t1", "c1", "n", "n", {"a": 2})
-    view = saver.get_with_writes("t1", "c1")
-    assert view.checkpoint is not None and view.checkpoint.values == {"a": 1}
-    assert sorted(view.writes) == ["__cancel__", "n"]
-    assert view.parent_markers == {}
-    assert view.step_committed is False
-    saver.put(
-        Checkpoint(
-            thread_id="t1", checkpoint_id="c2", run_id="r1", step=1, values={}, parent_id="c1"
-        )
-    )
-    latest = saver.get_with_writes("t1")
-    assert latest.checkpoint is not None and latest.checkpoint.checkpoint_id == "c2"
-    assert latest.writes == {}
-    assert list(latest.parent_markers) == ["__cancel__"]  # the parent's task writes are left out
-    assert saver.get_with_writes("t1", "c1").step_committed is True
-    assert saver.get_with_writes("t1", "c2").step_committed is False
-    assert saver.get_with_writes("nobody").checkpoint is None
-
-
-# -- a run's first and last checkpoints, stored with its timer ------------------------------------
+# -- the default put_with_timer: the calls in turn ------------------------------------------------
 
 
 def _ckpt(checkpoint_id: str, step: int, run: str = "r1", parent: str | None = "c0") -> Checkpoint:
@@ -90,48 +39,6 @@ def _ckpt(checkpoint_id: str, step: int, run: str = "r1", parent: str | None = "
         values={"step": step},
         parent_id=parent,
     )
-
-
-def test_put_with_timer_stores_both(saver: BaseCheckpointSaver) -> None:
-    saver.set_timer("t1", "r0", "g", "deadline", T0)  # (a parked run's deadline, replaced)
-    timer = Timer("t1", "r1", "g", "stall", T0 + timedelta(seconds=30))
-    stored = saver.put_with_timer(_ckpt("c1", 0, parent=None), timer)
-    assert stored.checkpoint_id == "c1"
-    latest = saver.get("t1")
-    assert latest is not None and latest.checkpoint_id == "c1"
-    assert saver.due_timers(T0 + timedelta(hours=1)) == [timer]
-
-
-def test_put_with_timer_refused_keeps_the_threads_timer(saver: BaseCheckpointSaver) -> None:
-    saver.put(_ckpt("c1", 0, parent=None))
-    saver.set_timer("t1", "r0", "g", "deadline", T0)
-    taken = _ckpt("c2", 0)  # the same run and step as c1: refused
-    with pytest.raises(CheckpointConflictError):
-        saver.put_with_timer(taken, Timer("t1", "r1", "g", "stall", T0 + timedelta(seconds=9)))
-    assert [(t.run_id, t.kind, t.due_at) for t in saver.due_timers(T0 + timedelta(hours=1))] == [
-        ("r0", "deadline", T0)
-    ]
-    with pytest.raises(CheckpointConflictError):
-        saver.put_with_timer(_ckpt("c1", 5, run="r0"), None)  # (an id the thread has)
-    assert [t.run_id for t in saver.due_timers(T0 + timedelta(hours=1))] == ["r0"]
-    assert [c.checkpoint_id for c in saver.list("t1")] == ["c1"]
-
-
-def test_put_with_no_timer_removes_the_runs_timer_only(saver: BaseCheckpointSaver) -> None:
-    saver.put(_ckpt("c1", 0, parent=None))
-    saver.set_timer("t1", "r2", "g", "stall", T0)  # a newer run's timer stays
-    saver.put_with_timer(_ckpt("c2", 1), None)
-    assert [t.run_id for t in saver.due_timers(T0)] == ["r2"]
-    saver.set_timer("t1", "r1", "g", "stall", T0)
-    saver.put_with_timer(_ckpt("c3", 2), None)
-    assert saver.due_timers(T0 + timedelta(hours=1)) == []
-    assert [c.checkpoint_id for c in saver.list("t1")] == ["c3", "c2", "c1"]
-
-
-def test_put_with_a_timer_of_another_thread_is_an_error(saver: BaseCheckpointSaver) -> None:
-    with pytest.raises(ValueError, match="its thread's"):
-        saver.put_with_timer(_ckpt("c1", 0, parent=None), Timer("t9", "r1", "g", "stall", T0))
-    assert saver.get("t1") is None
 
 
 class _InTurn(MemorySaver):
@@ -152,3 +59,145 @@ def test_the_default_put_with_timer_sets_then_stores_and_stores_then_clears() ->
     saver.put_with_timer(_ckpt("c3", 1), None)
     assert saver.due_timers(T0) == []
     assert [c.checkpoint_id for c in saver.list("t1")] == ["c3", "c1"]
+
+
+# -- the contract's two halves: storing checkpoints, indexing runs --------------------------------
+
+
+class _StorageOnly(BaseCheckpointSaver):
+    """Stores checkpoints (through a MemorySaver) and indexes no runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = MemorySaver()
+
+    def put(self, checkpoint: Checkpoint) -> Checkpoint:
+        return self.inner.put(checkpoint)
+
+    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
+        return self.inner.get(thread_id, checkpoint_id)
+
+    def list(self, thread_id: str) -> Sequence[Checkpoint]:
+        return self.inner.list(thread_id)
+
+    def put_writes(
+        self, thread_id: str, checkpoint_id: str, task_id: str, node: str, update: Any
+    ) -> bool:
+        return self.inner.put_writes(thread_id, checkpoint_id, task_id, node, update)
+
+    def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:
+        return self.inner.get_writes(thread_id, checkpoint_id)
+
+    def release(self, thread_id: str) -> Sequence[Checkpoint]:
+        return self.inner.release(thread_id)
+
+
+class _IndexedButUndeclared(_StorageOnly):
+    """Has every method of the run index, written against the previous release (which had no
+    RunIndex), without declaring it."""
+
+    def delete_write(self, thread_id: str, checkpoint_id: str, task_id: str, node: str) -> bool:
+        return self.inner.delete_write(thread_id, checkpoint_id, task_id, node)
+
+    def set_timer(
+        self, thread_id: str, run_id: str, graph_id: str, kind: str, due_at: datetime
+    ) -> None:
+        self.inner.set_timer(thread_id, run_id, graph_id, kind, due_at)
+
+    def clear_timer(self, thread_id: str, run_id: str, due_at: datetime | None = None) -> None:
+        self.inner.clear_timer(thread_id, run_id, due_at)
+
+    def due_timers(self, now: datetime, limit: int = 100) -> Sequence[Timer]:
+        return self.inner.due_timers(now, limit)
+
+    def thread_of_run(self, run_id: str) -> str | None:
+        return self.inner.thread_of_run(run_id)
+
+    def upsert_run(self, record: RunRecord) -> bool:
+        return self.inner.upsert_run(record)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        return self.inner.get_run(run_id)
+
+    def list_runs(self, *args: Any, **kwargs: Any) -> Sequence[RunRecord]:
+        return self.inner.list_runs(*args, **kwargs)
+
+
+class _Indexed(_IndexedButUndeclared, RunIndex):
+    pass
+
+
+def _compile_on_celery(saver: BaseCheckpointSaver) -> Any:
+    from celery import Celery
+
+    from langgraph_celery import END, START, CompileConfig, StateGraph
+    from langgraph_celery.celery import CeleryExecutor
+
+    executor = CeleryExecutor(Celery("contract", broker="memory://"))  # (in process: no broker)
+    graph = StateGraph().add_node("a", lambda state: {"x": 1})
+    graph.add_edge(START, "a").add_edge("a", END)
+    return graph.compile(CompileConfig(checkpoint_saver=saver, graph_id="g", executor=executor))
+
+
+def test_a_saver_that_indexes_no_runs_is_refused_at_compile_for_celery() -> None:
+    with pytest.raises(GraphDefinitionError) as caught:
+        _compile_on_celery(_StorageOnly())
+    message = str(caught.value)
+    assert "'g'" in message and "_StorageOnly lacks RunIndex, delete_write, set_timer" in message
+    assert "clear_timer, due_timers, thread_of_run" in message
+    assert "put_with_timer" not in message  # (it has a default, made of the others)
+    with pytest.raises(GraphDefinitionError, match=r"_IndexedButUndeclared lacks RunIndex:"):
+        _compile_on_celery(_IndexedButUndeclared())
+    assert _compile_on_celery(_Indexed()).graph_id == "g"
+    assert _compile_on_celery(MemorySaver()).graph_id == "g"
+
+
+def test_the_in_process_executor_needs_no_run_index() -> None:
+    from langgraph_celery import END, START, CompileConfig, RunnableConfig, StateGraph
+
+    saver = _StorageOnly()
+    graph = StateGraph().add_node("a", lambda state: {"x": 1})
+    graph.add_edge(START, "a").add_edge("a", END)
+    compiled = graph.compile(CompileConfig(checkpoint_saver=saver))
+    assert compiled.invoke({}, RunnableConfig(thread_id="t1")).data == {"x": 1}
+    assert len(saver.list("t1")) == 2
+
+
+def test_the_run_index_placeholders_say_what_to_implement() -> None:
+    saver = _StorageOnly()
+    with pytest.raises(NotImplementedError, match=r"_StorageOnly does not index runs .*RunIndex"):
+        saver.set_timer("t1", "r1", "g", "stall", T0)
+    with pytest.raises(NotImplementedError, match="no thread_of_run"):
+        saver.thread_of_run("r1")
+    assert missing_for_celery(saver)[0] == "RunIndex"
+    for indexed in (MemorySaver(), _Indexed()):
+        assert isinstance(indexed, RunIndex) and missing_for_celery(indexed) == ()
+
+
+def test_a_run_index_left_with_placeholders_is_refused_when_defined() -> None:
+    with pytest.raises(TypeError, match="leaves set_timer, due_timers as"):
+
+        class _Half(_StorageOnly, RunIndex):
+            def delete_write(self, *args: Any) -> bool:
+                return False
+
+            def clear_timer(self, *args: Any) -> None:
+                pass
+
+            def thread_of_run(self, run_id: str) -> str | None:
+                return None
+
+    class _HalfTheOtherWay(RunIndex, _StorageOnly):  # (the ABC's abstract methods come first)
+        def delete_write(self, *args: Any) -> bool:
+            return False
+
+    with pytest.raises(TypeError, match="abstract"):
+        _HalfTheOtherWay()  # type: ignore[abstract]
+
+
+def test_a_run_record_takes_a_status_word_and_refuses_others() -> None:
+    assert RunRecord("r1", "t1", "g", "parked").status is RunStatus.PARKED  # type: ignore[arg-type]
+    with pytest.raises(ValueError) as caught:
+        RunRecord("r1", "t1", "g", "paused")  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert "'paused'" in message and "running, parked, failed, completed, cancelled" in message

@@ -1,7 +1,10 @@
-"""Checkpoint savers: the abstract base, an in-memory saver and a SQL (SQLite/PostgreSQL) saver."""
+"""Checkpoint savers: the two abstract bases (:class:`BaseCheckpointSaver` stores checkpoints,
+:class:`RunIndex` indexes runs for the Celery executor), an in-memory saver and a SQL
+(SQLite/PostgreSQL) saver, both implementing both."""
 
 from __future__ import annotations
 
+from langgraph_celery.checkpoint._migrations import SchemaError
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
@@ -11,6 +14,7 @@ from langgraph_celery.checkpoint.base import (
     PendingWrite,
     Timer,
 )
+from langgraph_celery.checkpoint.index import RunIndex, RunRecord, RunStatus
 from langgraph_celery.checkpoint.memory import MemorySaver
 from langgraph_celery.checkpoint.sql import SqlSaver
 from langgraph_celery.errors import CheckpointConflictError
@@ -24,6 +28,10 @@ __all__ = [
     "MemorySaver",
     "PendingTask",
     "PendingWrite",
+    "RunIndex",
+    "RunRecord",
+    "RunStatus",
+    "SchemaError",
     "SqlSaver",
     "Timer",
 ]

@@ -8,6 +8,7 @@ each one once and executes it with a parameter dictionary.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,21 @@ class Statements:
     clear_timer_at: Executable
     due_timers: Select[Any]
     thread_of_run: Select[Any]
+    #: The thread's checkpoints a refused one may collide with: the same ``checkpoint_id``, the
+    #: same ``run_id`` and ``step``, or no parent (see ``checkpoint/_conflicts.py``).
+    colliding: Select[Any]
+    #: The node of the write of ``task_id`` at ``checkpoint_id`` (no row: none).
+    write_of_task: Select[Any]
+    #: Insert a run's record or update it (``status``, ``node``, ``updated_at``) unless the
+    #: stored one is newer or of another thread or graph: row count 0 (``None``: the dialect has
+    #: no upsert; then ``insert_run`` and ``update_run``, whose parameters are ``b_*``).
+    upsert_run: Executable | None
+    insert_run: Executable
+    update_run: Executable
+    run_by_id: Select[Any]
+    #: ``list_runs`` by which filters it has: (graph_id, status, before) -> its query.
+    #: Parameters ``graph_id``, ``status``, ``b_created_at`` and ``b_run_id``, ``limit``.
+    runs_page: dict[tuple[bool, bool, bool], Select[Any]]
 
 
 def build_statements(tables: Tables, dialect: str) -> Statements:
@@ -58,7 +74,7 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
     thread_id = bindparam("thread_id", type_=String)
     checkpoint_id = bindparam("checkpoint_id", type_=String)
     c = checkpoints.c
-    columns = (c.seq, c.checkpoint_id, c.run_id, c.step, c.parent_id, c.created_at, c.body)
+    columns = (c.seq, c.checkpoint_id, c.run_id, c.step, c.parent_id, c.created_at, c.body, c.kind)
     of_thread = select(*columns).where(c.thread_id == thread_id)
     latest = of_thread.order_by(c.seq.desc()).limit(1)
     by_id = of_thread.where(c.checkpoint_id == checkpoint_id)
@@ -125,7 +141,72 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
         thread_of_run=select(c.thread_id)
         .where(c.run_id == bindparam("run_id", type_=String))
         .limit(1),
+        colliding=select(c.checkpoint_id, c.run_id, c.step, c.parent_id)
+        .where(
+            c.thread_id == thread_id,
+            or_(
+                c.checkpoint_id == checkpoint_id,
+                (c.run_id == bindparam("run_id", type_=String))
+                & (c.step == bindparam("step", type_=Integer)),
+                c.parent_id.is_(None),
+            ),
+        )
+        .limit(8),
+        write_of_task=select(w.node).where(
+            w.thread_id == thread_id,
+            w.checkpoint_id == checkpoint_id,
+            w.task_id == bindparam("task_id", type_=String),
+        ),
+        **_run_statements(tables, module),
     )
+
+
+def _run_statements(tables: Tables, module: Any) -> dict[str, Any]:
+    runs = tables.runs
+    r = runs.c
+    upsert_run = None
+    if module is not None:
+        upsert = module.insert(runs)
+        new = upsert.excluded
+        upsert_run = upsert.on_conflict_do_update(
+            index_elements=["run_id"],
+            set_={"status": new.status, "node": new.node, "updated_at": new.updated_at},
+            where=(r.updated_at <= new.updated_at)
+            & (r.thread_id == new.thread_id)
+            & (r.graph_id == new.graph_id),
+        )
+    pages = {}
+    for by_graph, by_status, paged in itertools.product((False, True), repeat=3):
+        page = select(*runs.c)
+        if by_graph:
+            page = page.where(r.graph_id == bindparam("graph_id", type_=String))
+        if by_status:
+            page = page.where(r.status == bindparam("status", type_=r.status.type))
+        if paged:
+            created = bindparam("b_created_at", type_=r.created_at.type)
+            older = (r.created_at == created) & (r.run_id < bindparam("b_run_id", type_=String))
+            page = page.where(or_(r.created_at < created, older))
+        pages[(by_graph, by_status, paged)] = page.order_by(
+            r.created_at.desc(), r.run_id.desc()
+        ).limit(bindparam("limit", type_=Integer))
+    return {
+        "upsert_run": upsert_run,
+        "insert_run": insert(runs),
+        "update_run": runs.update()
+        .where(
+            r.run_id == bindparam("b_run_id", type_=String),
+            r.thread_id == bindparam("b_thread_id", type_=String),
+            r.graph_id == bindparam("b_graph_id", type_=String),
+            r.updated_at <= bindparam("b_updated_at", type_=r.updated_at.type),
+        )
+        .values(
+            status=bindparam("b_status", type_=r.status.type),
+            node=bindparam("b_node", type_=String),
+            updated_at=bindparam("b_updated_at", type_=r.updated_at.type),
+        ),
+        "run_by_id": select(*runs.c).where(r.run_id == bindparam("run_id", type_=String)),
+        "runs_page": pages,
+    }
 
 
 def _view(tables: Tables, chosen: Select[Any], thread_id: Any) -> Select[Any]:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph_celery.errors import SerializationError
 from langgraph_celery.serde import JsonSerializer, Serializer
@@ -32,6 +32,9 @@ __all__ = [
     "PendingWrite",
     "Timer",
     "check_timer_thread",
+    "is_placeholder",
+    "kind_of_body",
+    "put_with_timer_in_turn",
     "root_conflict_message",
 ]
 
@@ -148,7 +151,10 @@ class Checkpoint:
         step: int,
         parent_id: str | None,
         created_at: datetime,
+        kind: str | None = None,
     ) -> Checkpoint:
+        """The checkpoint stored as ``body`` and the indexed columns; ``kind``, when the saver
+        keeps it in a column of its own, is read from there (else from the body)."""
         return cls(
             thread_id=thread_id,
             checkpoint_id=checkpoint_id,
@@ -161,16 +167,22 @@ class Checkpoint:
             extra=dict(body.get("extra") or {}),
             metadata=dict(body.get("metadata") or {}),
             created_at=created_at,
-            kind=_kind_of(body),
+            kind=kind_of_body(body) if kind is None else _as_kind(kind),
         )
 
 
-def _kind_of(body: Mapping[str, Any]) -> CheckpointKind:
-    """A stored body's kind (bodies stored before kinds existed: from their metadata)."""
-    word = body.get("kind") or (body.get("metadata") or {}).get("source") or "loop"
+def kind_of_body(body: Mapping[str, Any]) -> CheckpointKind:
+    """A stored body's kind: its ``"kind"``, or for bodies stored before kinds existed their
+    metadata's ``"source"`` (the same words), else :attr:`CheckpointKind.LOOP`."""
+    metadata = body.get("metadata")
+    source = metadata.get("source") if isinstance(metadata, Mapping) else None
+    return _as_kind(body.get("kind") or source or CheckpointKind.LOOP.value)
+
+
+def _as_kind(word: str) -> CheckpointKind:
     try:
         return CheckpointKind(word)
-    except ValueError:
+    except ValueError:  # (a word no release wrote as a kind)
         return CheckpointKind.LOOP
 
 
@@ -186,8 +198,22 @@ class CheckpointView:
     step_committed: bool = False
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+_PLACEHOLDERS: list[Callable[..., Any]] = []
+
+
+def _placeholder(method: _F) -> _F:
+    _PLACEHOLDERS.append(method)
+    return method
+
+
 class BaseCheckpointSaver(abc.ABC):
     """Stores checkpoints and pending writes of threads.  Implementations must be thread-safe.
+
+    This is the storage half of the saver contract; what indexes runs (claims, timers, the run
+    lookup) is :class:`~langgraph_celery.checkpoint.RunIndex`, which a saver that runs graphs on
+    Celery implements as well.  The run index's methods are declared here too, as placeholders
+    that raise, so that code typed with this class keeps calling them.
 
     Values are stored with ``self.serializer`` (a :class:`JsonSerializer` unless given), so what
     comes back is a fresh copy, never the object that was stored.
@@ -240,12 +266,6 @@ class BaseCheckpointSaver(abc.ABC):
         first write wins and is never replaced).
         """
 
-    def delete_write(self, thread_id: str, checkpoint_id: str, task_id: str, node: str) -> bool:
-        """Remove the write of ``task_id`` at ``checkpoint_id`` if it was recorded with ``node``
-        (compare-and-delete: a write recorded by someone else since stays).  ``True`` if removed.
-        Used to release a claim; the first write of a node's update is never removed."""
-        raise NotImplementedError(f"{type(self).__name__} cannot remove writes")
-
     @abc.abstractmethod
     def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:
         """The pending writes recorded for the step starting at ``checkpoint_id``."""
@@ -270,54 +290,80 @@ class BaseCheckpointSaver(abc.ABC):
         """Whether ``checkpoint``'s run has a checkpoint at the next step (``False`` if unknown)."""
         return False
 
-    # -- timers: the index of threads with an active or expiring run (one timer per thread) ----
+    @abc.abstractmethod
+    def release(self, thread_id: str) -> Sequence[Checkpoint]:
+        """Delete the thread's checkpoints and writes (and whatever else the saver keeps of
+        it); return the checkpoints deleted, newest first."""
 
+    # -- the run index's methods: placeholders, for callers typed with this class --------------
+    # A saver that runs graphs on Celery also implements RunIndex (checkpoint/index.py), where
+    # these are documented; CeleryExecutor checks at compile that a saver does.  These raise.
+
+    @_placeholder
+    def delete_write(self, thread_id: str, checkpoint_id: str, task_id: str, node: str) -> bool:
+        """:meth:`RunIndex.delete_write <langgraph_celery.checkpoint.RunIndex.delete_write>`."""
+        raise NotImplementedError(_not_indexed(self, "delete_write"))
+
+    @_placeholder
     def set_timer(
         self, thread_id: str, run_id: str, graph_id: str, kind: str, due_at: datetime
     ) -> None:
-        """Create or replace the thread's timer."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no timers")
+        """:meth:`RunIndex.set_timer <langgraph_celery.checkpoint.RunIndex.set_timer>`."""
+        raise NotImplementedError(_not_indexed(self, "set_timer"))
 
+    @_placeholder
     def clear_timer(self, thread_id: str, run_id: str, due_at: datetime | None = None) -> None:
-        """Remove the thread's timer if it belongs to ``run_id`` (a newer run's timer stays) and,
-        with ``due_at``, only if it is still the timer read then (compare-and-delete: a timer
-        re-armed meanwhile stays)."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no timers")
+        """:meth:`RunIndex.clear_timer <langgraph_celery.checkpoint.RunIndex.clear_timer>`."""
+        raise NotImplementedError(_not_indexed(self, "clear_timer"))
 
     def put_with_timer(self, checkpoint: Checkpoint, timer: Timer | None) -> Checkpoint:
-        """:meth:`put` ``checkpoint`` and, with it, set the thread's timer to ``timer`` or (with
-        ``None``) remove the thread's timer of ``checkpoint.run_id``: both, or neither when the
-        checkpoint is refused (the thread keeps the timer it had).  A run's first and last
-        checkpoints are stored this way.
+        """:meth:`RunIndex.put_with_timer <langgraph_celery.checkpoint.RunIndex.put_with_timer>`:
+        by default :func:`put_with_timer_in_turn`."""
+        return put_with_timer_in_turn(self, checkpoint, timer)
 
-        This default makes the calls in turn: the timer first when setting it (a run is never
-        stored unwatched; if the checkpoint is refused, the timer just set is removed, and with
-        it the thread's earlier one), the checkpoint first when removing it.  Savers override it
-        to do both at once.
-        """
-        if timer is None:
-            stored = self.put(checkpoint)
-            self.clear_timer(checkpoint.thread_id, checkpoint.run_id)
-            return stored
-        check_timer_thread(checkpoint, timer)
-        self.set_timer(timer.thread_id, timer.run_id, timer.graph_id, timer.kind, timer.due_at)
-        try:
-            return self.put(checkpoint)
-        except BaseException:
-            self.clear_timer(timer.thread_id, timer.run_id, timer.due_at)
-            raise
-
+    @_placeholder
     def due_timers(self, now: datetime, limit: int = 100) -> Sequence[Timer]:
-        """Timers due at ``now`` or earlier, earliest first."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no timers")
+        """:meth:`RunIndex.due_timers <langgraph_celery.checkpoint.RunIndex.due_timers>`."""
+        raise NotImplementedError(_not_indexed(self, "due_timers"))
 
+    @_placeholder
     def thread_of_run(self, run_id: str) -> str | None:
-        """The thread a run belongs to (``None`` if no checkpoint of it is stored)."""
-        raise NotImplementedError(f"{type(self).__name__} cannot look runs up by id")
+        """:meth:`RunIndex.thread_of_run <langgraph_celery.checkpoint.RunIndex.thread_of_run>`."""
+        raise NotImplementedError(_not_indexed(self, "thread_of_run"))
 
-    @abc.abstractmethod
-    def release(self, thread_id: str) -> Sequence[Checkpoint]:
-        """Delete the thread's checkpoints and writes; return what was deleted, newest first."""
+
+def put_with_timer_in_turn(
+    saver: BaseCheckpointSaver, checkpoint: Checkpoint, timer: Timer | None
+) -> Checkpoint:
+    """``saver.put(checkpoint)`` and the timer change, as calls in turn (not atomic): the timer
+    first when setting it (a run is never stored unwatched; if the checkpoint is refused, the
+    timer just set is removed, and with it the thread's earlier one), the checkpoint first when
+    removing it.  The default of ``put_with_timer``; savers override it to do both at once."""
+    if timer is None:
+        stored = saver.put(checkpoint)
+        saver.clear_timer(checkpoint.thread_id, checkpoint.run_id)
+        return stored
+    check_timer_thread(checkpoint, timer)
+    saver.set_timer(timer.thread_id, timer.run_id, timer.graph_id, timer.kind, timer.due_at)
+    try:
+        return saver.put(checkpoint)
+    except BaseException:
+        saver.clear_timer(timer.thread_id, timer.run_id, timer.due_at)
+        raise
+
+
+def is_placeholder(attribute: object) -> bool:
+    """Whether ``attribute`` (a method looked up on a class) is one of
+    :class:`BaseCheckpointSaver`'s run-index placeholders, i.e. not implemented."""
+    return any(attribute is placeholder for placeholder in _PLACEHOLDERS)
+
+
+def _not_indexed(saver: BaseCheckpointSaver, method: str) -> str:
+    return (
+        f"{type(saver).__name__} does not index runs (it has no {method}): a saver that runs "
+        "graphs on Celery implements langgraph_celery.checkpoint.RunIndex, as MemorySaver and "
+        "SqlSaver do"
+    )
 
 
 def check_timer_thread(checkpoint: Checkpoint, timer: Timer) -> None:

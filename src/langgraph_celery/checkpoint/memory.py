@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from langgraph_celery.checkpoint._conflicts import Rule
+from langgraph_celery.checkpoint._conflicts import message as conflict_message
 from langgraph_celery.checkpoint._schema import as_utc
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
@@ -21,7 +23,14 @@ from langgraph_celery.checkpoint.base import (
     PendingWrite,
     Timer,
     check_timer_thread,
-    root_conflict_message,
+)
+from langgraph_celery.checkpoint.index import (
+    RunIndex,
+    RunRecord,
+    RunStatus,
+    check_page,
+    check_run_owner,
+    run_order,
 )
 from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.serde import Serializer
@@ -49,7 +58,7 @@ class _Thread:
     writes: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
 
 
-class MemorySaver(BaseCheckpointSaver):
+class MemorySaver(BaseCheckpointSaver, RunIndex):
     """Keeps checkpoints in this process's memory.  For tests and single-process use.
 
     Celery workers in other processes cannot see it (``shared_across_processes`` is False).
@@ -63,6 +72,7 @@ class MemorySaver(BaseCheckpointSaver):
         self._threads: dict[str, _Thread] = {}
         self._runs: dict[str, str] = {}  # run_id -> thread_id
         self._timers: dict[str, Timer] = {}  # thread_id -> its timer
+        self._run_records: dict[str, RunRecord] = {}  # run_id -> its record
 
     # -- checkpoints -------------------------------------------------------------------------
 
@@ -90,20 +100,16 @@ class MemorySaver(BaseCheckpointSaver):
             thread = self._threads.get(checkpoint.thread_id)
             if thread is None:
                 thread = self._threads[checkpoint.thread_id] = _Thread()
+            refused = None
             if checkpoint.checkpoint_id in thread.checkpoints:
-                raise CheckpointConflictError(
-                    f"thread {checkpoint.thread_id!r} already has a checkpoint with id "
-                    f"{checkpoint.checkpoint_id!r} (storing run {checkpoint.run_id!r} step "
-                    f"{checkpoint.step}): checkpoint ids must be unique within a thread"
-                )
-            if checkpoint.parent_id is None and thread.checkpoints:
-                raise CheckpointConflictError(root_conflict_message(checkpoint))
-            if step_key in thread.steps:
-                raise CheckpointConflictError(
-                    f"thread {checkpoint.thread_id!r} already has a checkpoint for run "
-                    f"{checkpoint.run_id!r} step {checkpoint.step} (checkpoint "
-                    f"{thread.steps[step_key]!r}): another writer stored this step first"
-                )
+                refused = Rule.CHECKPOINT_ID
+            elif checkpoint.parent_id is None and thread.checkpoints:
+                refused = Rule.ROOT
+            elif step_key in thread.steps:
+                refused = Rule.STEP
+            if refused is not None:
+                held_by = thread.steps.get(step_key)
+                raise CheckpointConflictError(conflict_message(checkpoint, refused, held_by))
             thread.checkpoints[checkpoint.checkpoint_id] = stored
             thread.steps[step_key] = checkpoint.checkpoint_id
             self._runs[checkpoint.run_id] = checkpoint.thread_id
@@ -169,12 +175,55 @@ class MemorySaver(BaseCheckpointSaver):
         with self._lock:
             thread = self._threads.pop(thread_id, None)
             self._timers.pop(thread_id, None)
+            for record in [r for r in self._run_records.values() if r.thread_id == thread_id]:
+                del self._run_records[record.run_id]
             if thread is not None:
                 for run_id, _step in thread.steps:
                     self._runs.pop(run_id, None)
         if thread is None:
             return []
         return [self._load(thread_id, stored) for stored in reversed(thread.checkpoints.values())]
+
+    # -- run records -------------------------------------------------------------------------
+
+    def upsert_run(self, record: RunRecord) -> bool:
+        record = dataclasses.replace(
+            record, created_at=as_utc(record.created_at), updated_at=as_utc(record.updated_at)
+        )
+        with self._lock:
+            held = self._run_records.get(record.run_id)
+            if held is not None:
+                check_run_owner(held, record)
+                if held.updated_at > record.updated_at:
+                    return False
+                record = dataclasses.replace(record, created_at=held.created_at)
+            self._run_records[record.run_id] = record
+            return True
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self._lock:
+            return self._run_records.get(run_id)
+
+    def list_runs(
+        self,
+        graph_id: str | None = None,
+        status: RunStatus | None = None,
+        *,
+        limit: int = 50,
+        before: RunRecord | None = None,
+    ) -> Sequence[RunRecord]:
+        check_page(limit)
+        with self._lock:
+            found = [
+                record
+                for record in self._run_records.values()
+                if (graph_id is None or record.graph_id == graph_id)
+                and (status is None or record.status == status)
+            ]
+        if before is not None:
+            after = run_order(dataclasses.replace(before, created_at=as_utc(before.created_at)))
+            found = [record for record in found if run_order(record) < after]
+        return sorted(found, key=run_order, reverse=True)[:limit]
 
     # -- pending writes ----------------------------------------------------------------------
 

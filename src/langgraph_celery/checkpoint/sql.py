@@ -12,27 +12,32 @@ does not connect.
 from __future__ import annotations
 
 import dataclasses
-import logging
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Index, create_engine, delete, event, select
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlalchemy.pool import SingletonThreadPool, StaticPool
+from sqlalchemy import Engine, delete, select
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import IntegrityError
 
-from langgraph_celery.checkpoint._direct import DirectConnections, DirectStatement, compile_direct
+from langgraph_celery.checkpoint._conflicts import (
+    Rule,
+    constraint_name,
+    is_uniqueness_violation,
+    rule_of_collision,
+)
+from langgraph_celery.checkpoint._conflicts import message as conflict_message
+from langgraph_celery.checkpoint._database import SqlDatabase
+from langgraph_celery.checkpoint._engines import (  # (SQLITE_BUSY_TIMEOUT: its old home)
+    SQLITE_BUSY_TIMEOUT,  # noqa: F401
+)
 from langgraph_celery.checkpoint._schema import (
     DEFAULT_TABLE_PREFIX,
     as_utc,
-    build_tables,
+    constraint_names,
     next_write_seq,
 )
-from langgraph_celery.checkpoint._statements import build_statements
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
@@ -40,29 +45,31 @@ from langgraph_celery.checkpoint.base import (
     PendingWrite,
     Timer,
     check_timer_thread,
-    root_conflict_message,
+)
+from langgraph_celery.checkpoint.index import (
+    RunIndex,
+    RunRecord,
+    RunStatus,
+    check_page,
+    check_run_owner,
 )
 from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.serde import Serializer
 
 __all__ = ["SqlSaver"]
 
-log = logging.getLogger("langgraph_celery.checkpoint")
 
-#: Seconds a SQLite connection waits for another writer's lock before failing.
-SQLITE_BUSY_TIMEOUT = 30.0
-
-_CREATE_ATTEMPTS = 5
-
-
-class SqlSaver(BaseCheckpointSaver):
+class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
     """Stores checkpoints in a SQL database through SQLAlchemy (SQLite or PostgreSQL).
 
     ``url_or_engine`` is a URL (``sqlite:///path.db``, ``postgresql://user@host/db``; a
     PostgreSQL URL without a driver uses psycopg 3) or an :class:`~sqlalchemy.Engine`, used as
-    is.  ``table_prefix`` names the tables (``<prefix>checkpoints``, ``<prefix>writes``), so
-    several savers can share one database.  Statements run on connections the saver opens
-    through the engine and keeps (see :mod:`langgraph_celery.checkpoint._direct`).
+    is.  ``table_prefix`` names the tables (``<prefix>checkpoints``, ``<prefix>writes``,
+    ``<prefix>timers``, ``<prefix>runs``, ``<prefix>schema_version``: see
+    :mod:`langgraph_celery.checkpoint._schema`), so several savers can share one database.
+    Statements run on connections the saver opens through the engine and keeps (see
+    :mod:`langgraph_celery.checkpoint._direct`).  It is both halves of the saver contract: a
+    :class:`BaseCheckpointSaver` and a :class:`RunIndex`.
     """
 
     shared_across_processes = True
@@ -74,103 +81,21 @@ class SqlSaver(BaseCheckpointSaver):
         *,
         table_prefix: str = DEFAULT_TABLE_PREFIX,
     ) -> None:
-        super().__init__(serializer)
-        self._tables = build_tables(table_prefix)
-        self._table_prefix = table_prefix
-        if isinstance(url_or_engine, Engine):
-            self._engine = url_or_engine
-            self._owns_engine = False
-        else:
-            self._engine = _create_engine(url_or_engine)
-            self._owns_engine = True
-        self._autocommit_engine = self._engine.execution_options(isolation_level="AUTOCOMMIT")
-        # An in-memory SQLite database is one connection shared by every thread: take turns,
-        # through SQLAlchemy.  Any other database: statements run on the saver's own DBAPI
-        # connections (see checkpoint/_direct.py).
-        memory = _is_sqlite_memory(self._engine.url)
-        serial_lock = threading.RLock() if memory else None
-        # (a pool of one shared connection, as for in-memory SQLite, cannot lend one away)
-        shared = isinstance(self._engine.pool, StaticPool | SingletonThreadPool)
-        self._direct = None if memory or shared else DirectConnections(self._engine)
-        self._compiled: dict[tuple[int, tuple[str, ...]], DirectStatement] = {}
-        self._serial: Callable[[], AbstractContextManager[Any]] = (
-            nullcontext if serial_lock is None else (lambda: serial_lock)
-        )
-        self._setup_lock = threading.Lock()
-        self._ready = False
-        self._dialect = self._engine.dialect.name
-        self._sql = build_statements(self._tables, self._dialect)
-
-    @property
-    def engine(self) -> Engine:
-        return self._engine
-
-    @property
-    def table_prefix(self) -> str:
-        return self._table_prefix
+        BaseCheckpointSaver.__init__(self, serializer)
+        self._connect(url_or_engine, table_prefix)
+        names = constraint_names(table_prefix)
+        self._rules = {
+            names.checkpoint_id: Rule.CHECKPOINT_ID,
+            names.step: Rule.STEP,
+            names.root: Rule.ROOT,
+        }
+        self._write_key = names.write
+        # (the one-first-checkpoint-per-thread index exists only where partial indexes do)
+        self._roots_unique = self._dialect in ("postgresql", "sqlite")
 
     def __repr__(self) -> str:
         url = self._engine.url.render_as_string(hide_password=True)
         return f"SqlSaver({url!r}, table_prefix={self._table_prefix!r})"
-
-    # -- lifecycle ---------------------------------------------------------------------------
-
-    def setup(self) -> None:
-        """Create the tables if they do not exist.  Idempotent; also done on first use."""
-        if self._ready:
-            return
-        with self._setup_lock:
-            if self._ready:
-                return
-            for attempt in range(1, _CREATE_ATTEMPTS + 1):
-                try:
-                    with self._serial():
-                        self._tables.metadata.create_all(self._engine, checkfirst=True)
-                        self._create_root_index()
-                    break
-                except DBAPIError:
-                    # Another process created a table between our check and our CREATE.
-                    if attempt == _CREATE_ATTEMPTS:
-                        raise
-                    time.sleep(0.05 * attempt)
-            self._ready = True
-
-    def _create_root_index(self) -> None:
-        """One checkpoint without a parent per thread: of two first runs started on a new thread
-        at once, one is stored.  A partial unique index (PostgreSQL, SQLite), also added to
-        tables created by an earlier version."""
-        if self._dialect not in ("postgresql", "sqlite"):
-            return
-        table = self._tables.checkpoints
-        index = Index(
-            f"{self._table_prefix}ckpt_root_uq",
-            table.c.thread_id,
-            unique=True,
-            postgresql_where=table.c.parent_id.is_(None),
-            sqlite_where=table.c.parent_id.is_(None),
-        )
-        table.indexes.discard(index)  # (described here only: create_all must not see it)
-        try:
-            index.create(self._engine, checkfirst=True)
-        except IntegrityError as exc:
-            # Tables of an earlier version where a thread already has two first checkpoints:
-            # the saver still works, without this guard, and says what to fix.
-            log.warning(
-                "%s: not adding the one-first-checkpoint-per-thread index %s: a thread already "
-                "has two checkpoints without a parent (%s); remove one of them (or release the "
-                "thread) and call setup() again",
-                self,
-                index.name,
-                exc.orig,
-            )
-
-    def dispose(self) -> None:
-        """Close the saver's idle connections, and the engine's pool if this saver created the
-        engine.  The saver stays usable: it connects again when next called."""
-        if self._direct is not None:
-            self._direct.close()
-        if self._owns_engine:
-            self._engine.dispose()
 
     # -- checkpoints -------------------------------------------------------------------------
 
@@ -219,6 +144,7 @@ class SqlSaver(BaseCheckpointSaver):
             "parent_id": checkpoint.parent_id,
             "created_at": as_utc(checkpoint.created_at),
             "body": self.dump_body(checkpoint),
+            "kind": checkpoint.kind.value,
         }
 
     @staticmethod
@@ -230,13 +156,32 @@ class SqlSaver(BaseCheckpointSaver):
 
     @contextmanager
     def _conflicts(self, checkpoint: Checkpoint) -> Iterator[None]:
-        """Report a refused insert of ``checkpoint`` as :class:`CheckpointConflictError`."""
+        """Report a refused insert of ``checkpoint`` as :class:`CheckpointConflictError`, naming
+        the rule it broke: by the violated constraint's name where the database reports it,
+        else by the stored row it collides with (see ``checkpoint/_conflicts.py``)."""
         try:
             yield
         except IntegrityError as exc:
-            if not _is_unique_violation(exc):
+            unique = is_uniqueness_violation(exc.orig)
+            if unique is False:
                 raise
-            raise CheckpointConflictError(self._conflict_message(checkpoint, exc)) from exc
+            name = constraint_name(exc.orig)
+            if name is not None:
+                rule = self._rules.get(name)
+                if rule is None:  # (a constraint that guards no checkpoint rule)
+                    raise
+            else:
+                params = {
+                    "thread_id": checkpoint.thread_id,
+                    "checkpoint_id": checkpoint.checkpoint_id,
+                    "run_id": checkpoint.run_id,
+                    "step": checkpoint.step,
+                }
+                stored = self._read(self._sql.colliding, params)
+                rule = rule_of_collision(checkpoint, stored, roots_unique=self._roots_unique)
+                if rule is None and unique is None:  # nothing collides: not a conflict
+                    raise
+            raise CheckpointConflictError(conflict_message(checkpoint, rule)) from exc
 
     def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
         if checkpoint_id is None:
@@ -297,10 +242,73 @@ class SqlSaver(BaseCheckpointSaver):
                         )
                     )
             conn.execute(delete(writes).where(writes.c.thread_id == thread_id))
-            timers = self._tables.timers
+            timers, runs = self._tables.timers, self._tables.runs
             conn.execute(delete(timers).where(timers.c.thread_id == thread_id))
+            conn.execute(delete(runs).where(runs.c.thread_id == thread_id))
         rows = sorted(rows, key=lambda row: row.seq, reverse=True)
         return [self._load(thread_id, row) for row in rows]
+
+    # -- run records -------------------------------------------------------------------------
+
+    def upsert_run(self, record: RunRecord) -> bool:
+        row = {
+            "run_id": record.run_id,
+            "thread_id": record.thread_id,
+            "graph_id": record.graph_id,
+            "status": record.status,
+            "node": record.node,
+            "created_at": as_utc(record.created_at),
+            "updated_at": as_utc(record.updated_at),
+        }
+        upsert = self._sql.upsert_run
+        if upsert is not None:
+            # (row count 0: the stored record is newer, or of another thread or graph)
+            changed = self._write(upsert, row) == 1
+        else:
+            changed = self._upsert_run_in_turn(row)
+        if changed:
+            return True
+        held = self.get_run(record.run_id)
+        if held is not None:
+            check_run_owner(held, record)
+        return False
+
+    def _upsert_run_in_turn(self, row: Mapping[str, Any]) -> bool:
+        """A database without upsert: update, else insert, else (inserted meanwhile) update."""
+        update = {f"b_{name}": value for name, value in row.items() if name != "created_at"}
+        if self._write(self._sql.update_run, update) == 1:
+            return True
+        try:
+            self._write(self._sql.insert_run, row)
+        except IntegrityError as exc:
+            if is_uniqueness_violation(exc.orig) is False:
+                raise
+            return self._write(self._sql.update_run, update) == 1
+        return True
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        rows = self._read(self._sql.run_by_id, {"run_id": run_id})
+        return _run_record(rows[0]) if rows else None
+
+    def list_runs(
+        self,
+        graph_id: str | None = None,
+        status: RunStatus | None = None,
+        *,
+        limit: int = 50,
+        before: RunRecord | None = None,
+    ) -> Sequence[RunRecord]:
+        check_page(limit)
+        params: dict[str, Any] = {"limit": limit}
+        if graph_id is not None:
+            params["graph_id"] = graph_id
+        if status is not None:
+            params["status"] = RunStatus(status)
+        if before is not None:
+            params["b_created_at"] = as_utc(before.created_at)
+            params["b_run_id"] = before.run_id
+        query = self._sql.runs_page[(graph_id is not None, status is not None, before is not None)]
+        return [_run_record(row) for row in self._read(query, params)]
 
     # -- pending writes ----------------------------------------------------------------------
 
@@ -323,8 +331,17 @@ class SqlSaver(BaseCheckpointSaver):
         try:
             self._write(self._sql.put_write, values)
         except IntegrityError as exc:
-            if not _is_unique_violation(exc):
+            # (a database without INSERT ... ON CONFLICT: refused by the primary key, known by
+            # its name or, where the driver does not report it, by the write found there)
+            if is_uniqueness_violation(exc.orig) is False:
                 raise
+            name = constraint_name(exc.orig)
+            if name is not None and name != self._write_key:
+                raise
+            if name is None:
+                key = {"thread_id": thread_id, "checkpoint_id": checkpoint_id, "task_id": task_id}
+                if not self._read(self._sql.write_of_task, key):
+                    raise
             return False
         return True
 
@@ -372,63 +389,9 @@ class SqlSaver(BaseCheckpointSaver):
 
     # -- helpers -----------------------------------------------------------------------------
 
-    @contextmanager
-    def _begin(self) -> Iterator[Any]:
-        self.setup()
-        with self._serial(), self._engine.begin() as conn:
-            yield conn
-
-    def _execute(self, statement: Any, params: Mapping[str, Any]) -> Any:
-        """Run one statement in autocommit (one round trip): its rows if it returns rows, else
-        its row count."""
-        self.setup()
-        direct = self._direct
-        if direct is not None:
-            return direct.run(self._compile(statement, params), params)
-        with self._serial(), self._autocommit_engine.connect() as conn:
-            result = conn.execute(statement, params, execution_options={"preserve_rowcount": True})
-            return result.all() if result.returns_rows else result.rowcount
-
-    def _transaction(self, statements: Sequence[tuple[Any, Mapping[str, Any]]]) -> None:
-        """Run ``statements`` (returning no rows) in one transaction."""
-        self.setup()
-        direct = self._direct
-        if direct is None:
-            with self._begin() as conn:
-                for statement, params in statements:
-                    conn.execute(statement, params)
-            return
-        direct.run_in_transaction(
-            [(self._compile(statement, params), params) for statement, params in statements]
-        )
-
-    def _compile(self, statement: Any, params: Mapping[str, Any]) -> DirectStatement:
-        key = (id(statement), tuple(params))
-        compiled = self._compiled.get(key)
-        if compiled is None:
-            compiled = compile_direct(statement, self._engine, key[1])
-            self._compiled[key] = compiled
-        return compiled
-
-    def _write(self, statement: Any, params: Mapping[str, Any]) -> int:
-        """Run a statement that returns no rows; its row count."""
-        return int(self._execute(statement, params))
-
-    def _read(self, query: Any, params: Mapping[str, Any]) -> Sequence[Any]:
-        """Run a read; once more on a new connection if the one used turned out dead (the
-        server restarted or killed it), since a read is safe to repeat."""
-        try:
-            rows: Sequence[Any] = self._execute(query, params)
-            return rows
-        except DBAPIError as error:
-            if not error.connection_invalidated:
-                raise
-        rows = self._execute(query, params)
-        return rows
-
     def _checkpoint_columns(self) -> tuple[Any, ...]:
         c = self._tables.checkpoints.c
-        return (c.seq, c.checkpoint_id, c.run_id, c.step, c.parent_id, c.created_at, c.body)
+        return (c.seq, c.checkpoint_id, c.run_id, c.step, c.parent_id, c.created_at, c.body, c.kind)
 
     def _load(self, thread_id: str, row: Any) -> Checkpoint:
         return Checkpoint.from_body(
@@ -439,65 +402,17 @@ class SqlSaver(BaseCheckpointSaver):
             step=row.step,
             parent_id=row.parent_id,
             created_at=as_utc(row.created_at),
-        )
-
-    def _conflict_message(self, checkpoint: Checkpoint, exc: IntegrityError) -> str:
-        detail = str(exc.orig)
-        prefix = self._table_prefix
-        thread, run, step = checkpoint.thread_id, checkpoint.run_id, checkpoint.step
-        if f"{prefix}ckpt_root_uq" in detail or (
-            checkpoint.parent_id is None and "ckpt_step_uq" not in detail and "step" not in detail
-        ):
-            return root_conflict_message(checkpoint)
-        if f"{prefix}ckpt_id_uq" in detail or "checkpoint_id" in detail:
-            return (
-                f"thread {thread!r} already has a checkpoint with id "
-                f"{checkpoint.checkpoint_id!r} (storing run {run!r} step {step}): checkpoint "
-                "ids must be unique within a thread"
-            )
-        return (
-            f"thread {thread!r} already has a checkpoint for run {run!r} step {step}: another "
-            "writer stored this step first"
+            kind=row.kind,
         )
 
 
-def _is_unique_violation(exc: IntegrityError) -> bool:
-    sqlstate = getattr(exc.orig, "sqlstate", None)
-    if isinstance(sqlstate, str):  # PostgreSQL: 23505 is unique_violation
-        return sqlstate == "23505"
-    return "NOT NULL" not in str(exc.orig)
-
-
-def _is_sqlite_memory(url: URL) -> bool:
-    return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
-
-
-def _create_engine(url: str | URL) -> Engine:
-    if isinstance(url, str):
-        for scheme in ("postgresql://", "postgres://"):
-            if url.startswith(scheme):
-                url = "postgresql+psycopg://" + url[len(scheme) :]
-                break
-    parsed = make_url(url)
-    if parsed.drivername == "postgresql":
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    if parsed.get_backend_name() != "sqlite":
-        return create_engine(parsed)
-    if _is_sqlite_memory(parsed):
-        return create_engine(
-            parsed, poolclass=StaticPool, connect_args={"check_same_thread": False}
-        )
-    engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
-    event.listen(engine, "connect", _sqlite_on_connect)
-    return engine
-
-
-def _sqlite_on_connect(dbapi_connection: Any, connection_record: Any) -> None:
-    # WAL lets readers proceed while one process writes; writers still queue on the lock and
-    # wait up to the busy timeout instead of failing at once.
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-    finally:
-        cursor.close()
+def _run_record(row: Any) -> RunRecord:
+    return RunRecord(
+        run_id=row.run_id,
+        thread_id=row.thread_id,
+        graph_id=row.graph_id,
+        status=RunStatus(row.status),
+        node=row.node,
+        created_at=as_utc(row.created_at),
+        updated_at=as_utc(row.updated_at),
+    )

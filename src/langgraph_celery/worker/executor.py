@@ -12,6 +12,7 @@ from celery.exceptions import Reject, TimeLimitExceeded
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from langgraph_celery.checkpoint.base import PendingTask
+from langgraph_celery.checkpoint.index import missing_for_celery
 from langgraph_celery.errors import GraphDefinitionError
 from langgraph_celery.worker import names, routing
 from langgraph_celery.worker.envelope import MalformedMessage, TaskEnvelope
@@ -225,6 +226,15 @@ class CeleryExecutor:
             raise GraphDefinitionError(
                 f"graph {config.graph_id!r} runs on Celery and needs a checkpoint saver shared by "
                 "all processes, e.g. SqlSaver('postgresql://...')"
+            )
+        missing = missing_for_celery(saver)
+        if missing:
+            name = type(saver).__name__
+            raise GraphDefinitionError(
+                f"graph {config.graph_id!r} runs on Celery, whose executor needs a saver that "
+                "also indexes runs (langgraph_celery.checkpoint.RunIndex: claims, timers, the "
+                f"run lookup), but {name} lacks {', '.join(missing)}: implement RunIndex in "
+                f"{name}, as MemorySaver and SqlSaver do, or use SqlSaver"
             )
         if not saver.shared_across_processes and not self.in_process:
             raise GraphDefinitionError(

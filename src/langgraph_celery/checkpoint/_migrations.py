@@ -1,0 +1,421 @@
+"""The numbered migrations of :class:`~langgraph_celery.checkpoint.sql.SqlSaver`'s tables.
+
+:data:`MIGRATIONS` is the schema's history, oldest first; migration ``n`` (1-based) takes tables
+at version ``n - 1`` to version ``n``.  :func:`migrate` (called by ``SqlSaver.setup()`` and on
+first use) applies those not yet applied, in order, each once, and records each in
+``<prefix>schema_version`` in the same transaction as its changes:
+
+* PostgreSQL: one transaction per migration, holding a transaction-level advisory lock keyed by
+  the table prefix, so processes calling ``setup()`` at once take turns; DDL is transactional,
+  so a migration that fails leaves nothing behind.
+* SQLite: one ``BEGIN IMMEDIATE`` transaction per migration (SQLite's DDL is transactional too);
+  it takes the database's write lock, so processes take turns (waiting up to the busy timeout).
+* Other databases: one transaction per migration, without a lock; a migration that a concurrent
+  process applied first is noticed when recording it (the version's primary key), and the
+  next attempt reads the new version.
+
+Each step re-reads the version under the lock, so a process that waited finds the work done.
+Tables recorded at a version newer than this code knows are refused (:class:`SchemaError`):
+older code would store rows the newer schema does not expect.
+
+Migrations are history: never edit one that has shipped; add the next.  Migrations 1 and 2
+reproduce what the releases before schema versions created on their own (``create_all`` and an
+index added when missing), so they create only what is missing: that is how tables made by those
+releases are adopted.  From migration 3 on, each runs on tables exactly at the version before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    DateTime,
+    Engine,
+    Enum,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    func,
+    insert,
+    inspect,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.schema import CreateColumn
+from sqlalchemy.sql import bindparam, column, table
+
+from langgraph_celery.checkpoint._schema import (
+    CHECKPOINTS_TABLE,
+    ID,
+    RUNS_TABLE,
+    SCHEMA_VERSION_TABLE,
+    SEQ,
+    TIMERS_TABLE,
+    WRITES_TABLE,
+    constraint_names,
+)
+from langgraph_celery.checkpoint.base import kind_of_body
+from langgraph_celery.errors import GraphStateError
+
+__all__ = [
+    "LATEST_VERSION",
+    "MIGRATIONS",
+    "Migration",
+    "MigrationContext",
+    "SchemaError",
+    "migrate",
+]
+
+log = logging.getLogger("langgraph_celery.checkpoint")
+
+#: Attempts at one migration step on a database without a lock (a concurrent process may win).
+_UNLOCKED_ATTEMPTS = 5
+
+
+class SchemaError(GraphStateError):
+    """The saver's tables cannot be brought to the schema this code needs: they are newer than
+    it, or their data stops a migration.  The message says what to do."""
+
+
+@dataclass(frozen=True)
+class MigrationContext:
+    """What a migration works with: a connection inside the migration's transaction."""
+
+    connection: Connection
+    prefix: str
+    #: The saver's serializer's ``loads``, for migrations that read stored bodies.
+    loads: Callable[[str], Any]
+
+    @property
+    def dialect(self) -> str:
+        return self.connection.dialect.name
+
+    def table_name(self, name: str) -> str:
+        return f"{self.prefix}{name}"
+
+    def has_table(self, name: str) -> bool:
+        return bool(inspect(self.connection).has_table(self.table_name(name)))
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    apply: Callable[[MigrationContext], None]
+
+
+# -- 1: the tables of the releases before schema versions -------------------------------------
+
+
+def _tables_v1(prefix: str) -> MetaData:
+    """The tables as they were when schema versions were introduced (frozen: never edit).
+    Primary keys carry the names PostgreSQL gave them then (``<table>_pkey``)."""
+    names = constraint_names(prefix)
+    metadata = MetaData()
+    Table(
+        f"{prefix}{CHECKPOINTS_TABLE}",
+        metadata,
+        Column("seq", SEQ, autoincrement=True),
+        Column("thread_id", ID, nullable=False),
+        Column("checkpoint_id", ID, nullable=False),
+        Column("run_id", ID, nullable=False),
+        Column("step", Integer, nullable=False),
+        Column("parent_id", ID, nullable=True),
+        Column("created_at", DateTime(timezone=True), nullable=False),
+        Column("body", Text, nullable=False),
+        PrimaryKeyConstraint("seq", name=f"{prefix}{CHECKPOINTS_TABLE}_pkey"),
+        UniqueConstraint("thread_id", "checkpoint_id", name=names.checkpoint_id),
+        UniqueConstraint("thread_id", "run_id", "step", name=names.step),
+        Index(f"{prefix}ckpt_thread_seq_ix", "thread_id", "seq"),
+        Index(f"{prefix}ckpt_run_ix", "run_id"),
+    )
+    Table(
+        f"{prefix}{WRITES_TABLE}",
+        metadata,
+        Column("thread_id", ID, nullable=False),
+        Column("checkpoint_id", ID, nullable=False),
+        Column("task_id", ID, nullable=False),
+        Column("node", ID, nullable=False),
+        Column("seq", BigInteger, nullable=False),
+        Column("body", Text, nullable=False),
+        Column("created_at", DateTime(timezone=True), nullable=False),
+        PrimaryKeyConstraint("thread_id", "checkpoint_id", "task_id", name=names.write),
+    )
+    Table(
+        f"{prefix}{TIMERS_TABLE}",
+        metadata,
+        Column("thread_id", ID, nullable=False),
+        Column("run_id", ID, nullable=False),
+        Column("graph_id", ID, nullable=False),
+        Column("kind", String(16), nullable=False),
+        Column("due_at", DateTime(timezone=True), nullable=False),
+        PrimaryKeyConstraint("thread_id", name=f"{prefix}{TIMERS_TABLE}_pkey"),
+        Index(f"{prefix}timers_due_ix", "due_at"),
+    )
+    return metadata
+
+
+def _create_tables(m: MigrationContext) -> None:
+    """Each table that is missing, with its indexes; on a table an earlier release made, the
+    indexes it lacks (``create_all`` never added an index to a table that existed)."""
+    for frozen in _tables_v1(m.prefix).sorted_tables:
+        if not inspect(m.connection).has_table(frozen.name):
+            frozen.create(m.connection)
+            continue
+        for index in frozen.indexes:
+            index.create(m.connection, checkfirst=True)
+
+
+# -- 2: one checkpoint without a parent per thread --------------------------------------------
+
+
+def _create_root_index(m: MigrationContext) -> None:
+    """Of two first runs started on a new thread at once, one is stored: a partial unique index
+    on the thread of checkpoints without a parent (PostgreSQL, SQLite; other databases have no
+    partial index, and the saver goes without this guard there)."""
+    if m.dialect not in ("postgresql", "sqlite"):
+        return
+    checkpoints = _tables_v1(m.prefix).tables[m.table_name(CHECKPOINTS_TABLE)]
+    roots = checkpoints.c.parent_id.is_(None)
+    twice = m.connection.execute(
+        select(checkpoints.c.thread_id)
+        .where(roots)
+        .group_by(checkpoints.c.thread_id)
+        .having(func.count() > 1)
+        .order_by(checkpoints.c.thread_id)
+        .limit(5)
+    ).all()
+    name = constraint_names(m.prefix).root
+    if twice:
+        threads = ", ".join(repr(row.thread_id) for row in twice)
+        raise SchemaError(
+            f"cannot add index {name} (one checkpoint without a parent per thread): thread(s) "
+            f"{threads} have several, stored by an older release when two first runs raced; "
+            f"keep one per thread (or delete the thread: DELETE FROM {checkpoints.name} WHERE "
+            "thread_id = ...) and call setup() again"
+        )
+    index = Index(
+        name, checkpoints.c.thread_id, unique=True, postgresql_where=roots, sqlite_where=roots
+    )
+    index.create(m.connection, checkfirst=True)
+
+
+# -- 3: a checkpoint's kind in a column of its own ----------------------------------------------
+
+#: Checkpoints read and updated at a time when filling a new column.
+_BATCH = 500
+
+
+def _add_kind_column(m: MigrationContext) -> None:
+    """``kind`` (a :class:`CheckpointKind` word), filled in from each stored body: its
+    ``"kind"``, else its metadata's ``"source"``.  Nullable: a release older than the column,
+    still running while this one upgrades, stores rows without it; the saver reads their kind
+    from their body."""
+    name = m.table_name(CHECKPOINTS_TABLE)
+    _add_column(m, name, Column("kind", String(16), nullable=True))
+    checkpoints = table(name, column("seq", SEQ), column("body", Text), column("kind", String))
+    fill = (
+        update(checkpoints)
+        .where(checkpoints.c.seq == bindparam("b_seq"))
+        .values(kind=bindparam("b_kind"))
+    )
+    after = None
+    while True:
+        query = select(checkpoints.c.seq, checkpoints.c.body).order_by(checkpoints.c.seq)
+        if after is not None:
+            query = query.where(checkpoints.c.seq > after)
+        rows = m.connection.execute(query.limit(_BATCH)).all()
+        if not rows:
+            return
+        kinds = [{"b_seq": row.seq, "b_kind": _stored_kind(m, name, row)} for row in rows]
+        m.connection.execute(fill, kinds)
+        after = rows[-1].seq
+
+
+def _stored_kind(m: MigrationContext, name: str, row: Any) -> str:
+    """The kind of a stored body, read with the saver's serializer; if that cannot read it (a
+    value of a type it does not have registered), as plain JSON, which the default serializer
+    writes: only top-level words are needed."""
+    try:
+        body = m.loads(row.body)
+    except Exception as error:
+        try:
+            body = json.loads(row.body)
+        except ValueError:
+            raise SchemaError(
+                f"cannot read the kind of checkpoint seq={row.seq} of {name}: its body is not "
+                f"JSON and the saver's serializer refuses it ({error}); call setup() with the "
+                "serializer that stored it"
+            ) from error
+    if not isinstance(body, Mapping):
+        raise SchemaError(
+            f"checkpoint seq={row.seq} of {name} has a body that is not a mapping; call setup() "
+            "with the serializer that stored it"
+        )
+    return kind_of_body(body).value
+
+
+def _add_column(m: MigrationContext, table_name: str, new: Column[Any]) -> None:
+    """``ALTER TABLE ... ADD COLUMN`` (SQLAlchemy Core has no construct for it): the column's
+    DDL as the dialect writes it for ``CREATE TABLE``."""
+    Table(table_name, MetaData(), new)
+    dialect = m.connection.dialect
+    spec = CreateColumn(new).compile(dialect=dialect)
+    quoted = dialect.identifier_preparer.quote(table_name)
+    m.connection.execute(text(f"ALTER TABLE {quoted} ADD COLUMN {spec}"))
+
+
+# -- 4: a record per run ------------------------------------------------------------------------
+
+
+def _create_runs_table(m: MigrationContext) -> None:
+    """One row per run: thread, graph, status (checked), current or pending node, times."""
+    Table(
+        m.table_name(RUNS_TABLE),
+        MetaData(),
+        Column("run_id", ID, nullable=False),
+        Column("thread_id", ID, nullable=False),
+        Column("graph_id", ID, nullable=False),
+        Column(
+            "status",
+            Enum(
+                *("running", "parked", "failed", "completed", "cancelled"),
+                native_enum=False,
+                create_constraint=True,
+                length=16,
+                name=f"{m.prefix}runs_status_ck",
+            ),
+            nullable=False,
+        ),
+        Column("node", ID, nullable=True),
+        Column("created_at", DateTime(timezone=True), nullable=False),
+        Column("updated_at", DateTime(timezone=True), nullable=False),
+        PrimaryKeyConstraint("run_id", name=f"{m.prefix}{RUNS_TABLE}_pkey"),
+        Index(f"{m.prefix}runs_graph_ix", "graph_id", "created_at", "run_id"),
+        Index(f"{m.prefix}runs_status_ix", "graph_id", "status", "created_at", "run_id"),
+        Index(f"{m.prefix}runs_thread_ix", "thread_id"),
+    ).create(m.connection)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "checkpoints, writes and timers tables", _create_tables),
+    Migration(2, "one checkpoint without a parent per thread", _create_root_index),
+    Migration(3, "a checkpoint's kind in a column, filled in from stored bodies", _add_kind_column),
+    Migration(4, "a record per run: its thread, graph, status, node and times", _create_runs_table),
+)
+#: The version of tables all of :data:`MIGRATIONS` have been applied to.
+LATEST_VERSION = len(MIGRATIONS)
+
+
+# -- applying them ----------------------------------------------------------------------------
+
+
+def migrate(
+    engine: Engine,
+    prefix: str,
+    loads: Callable[[str], Any],
+    serial: Callable[[], AbstractContextManager[Any]],
+) -> int:
+    """Apply the migrations the tables lack, one transaction each; the version reached.
+
+    ``serial`` is held around each transaction (an in-memory SQLite database is one connection
+    that threads take turns on)."""
+    ledger = _ledger(prefix)
+    for attempt in range(1, _UNLOCKED_ATTEMPTS + 1):
+        try:
+            while True:
+                with serial(), _locked_transaction(engine, prefix) as conn:
+                    ledger.create(conn, checkfirst=True)
+                    current = int(conn.execute(select(func.max(ledger.c.version))).scalar() or 0)
+                    if current >= LATEST_VERSION:
+                        _refuse_newer(current, prefix)
+                        return current
+                    migration = MIGRATIONS[current]
+                    migration.apply(MigrationContext(conn, prefix, loads))
+                    conn.execute(
+                        insert(ledger).values(
+                            version=migration.version,
+                            description=migration.description,
+                            applied_at=datetime.now(UTC),
+                        )
+                    )
+                log.info(
+                    "tables %s*: schema migration %d applied (%s)",
+                    prefix,
+                    migration.version,
+                    migration.description,
+                )
+        except DBAPIError:
+            # Without a lock, another process may have created a table or applied the migration
+            # first; read the version again.  With one, an error is the migration's own.
+            if engine.dialect.name in ("postgresql", "sqlite") or attempt == _UNLOCKED_ATTEMPTS:
+                raise
+            time.sleep(0.05 * attempt)
+    raise AssertionError("unreachable")  # (the loop returns or raises)
+
+
+def _refuse_newer(current: int, prefix: str) -> None:
+    if current > LATEST_VERSION:
+        raise SchemaError(
+            f"tables {prefix}* are at schema version {current}, but this langgraph-celery knows "
+            f"versions up to {LATEST_VERSION}: a newer release migrated them; upgrade "
+            "langgraph-celery in this process (or use another table_prefix)"
+        )
+
+
+def _ledger(prefix: str) -> Table:
+    return Table(
+        f"{prefix}{SCHEMA_VERSION_TABLE}",
+        MetaData(),
+        Column("version", Integer, nullable=False, autoincrement=False),
+        Column("description", String(255), nullable=False),
+        Column("applied_at", DateTime(timezone=True), nullable=False),
+        PrimaryKeyConstraint("version", name=f"{prefix}{SCHEMA_VERSION_TABLE}_pkey"),
+    )
+
+
+def advisory_lock_key(prefix: str) -> int:
+    """The PostgreSQL advisory lock of ``prefix``'s migrations: a signed 64-bit number."""
+    digest = hashlib.sha256(f"langgraph_celery.schema:{prefix}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@contextmanager
+def _locked_transaction(engine: Engine, prefix: str) -> Iterator[Connection]:
+    dialect = engine.dialect.name
+    if dialect == "sqlite":
+        # pysqlite only begins transactions before DML on its own; in autocommit it begins
+        # none, and the explicit BEGIN IMMEDIATE makes the DDL transactional and takes the lock.
+        with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                with contextlib.suppress(Exception):  # (a dead connection rolled back already)
+                    conn.exec_driver_sql("ROLLBACK")
+                raise
+            conn.exec_driver_sql("COMMIT")
+        return
+    with engine.begin() as conn:
+        if dialect == "postgresql":
+            conn.execute(select(func.pg_advisory_xact_lock(advisory_lock_key(prefix))))
+        yield conn
