@@ -30,6 +30,7 @@ from langgraph_celery.checkpoint.base import (
     PendingTask,
     PendingWrite,
 )
+from langgraph_celery.checkpoint.index import RunStatus
 from langgraph_celery.errors import GraphError, GraphRecursionError, NodeError
 
 __all__ = [
@@ -104,16 +105,6 @@ class Mark:
 #: The marks that stop a run.
 STOPS = frozenset({Mark.INTERRUPT, Mark.ERROR, Mark.CANCEL})
 _MARK_IDS = frozenset({Mark.INTERRUPT, Mark.ERROR, Mark.CLAIM, Mark.CANCEL})
-
-
-class RunStatus(enum.StrEnum):
-    """Where a run stands."""
-
-    RUNNING = "running"
-    PARKED = "parked"
-    FAILED = "failed"
-    COMPLETED = "completed"
-    CANCELLED = "cancelled"
 
 
 @dataclass(frozen=True)
