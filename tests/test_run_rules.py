@@ -16,10 +16,11 @@ from langgraph_celery import (
     GraphInput,
     GraphStateError,
     InvalidUpdateError,
+    NodeError,
     RunnableConfig,
     StateGraph,
 )
-from langgraph_celery.checkpoint import BaseCheckpointSaver
+from langgraph_celery.checkpoint import BaseCheckpointSaver, RunIndex, RunStatus
 
 
 def two_steps(saver: BaseCheckpointSaver, graph_id: str | None, **options: Any) -> Any:
@@ -105,3 +106,34 @@ def test_a_reducer_that_raises_fails_the_run_naming_the_key_and_the_node(
     assert graph.get_state(config).next == ("p",)  # the failed step stays for a resume
     with pytest.raises(InvalidUpdateError, match="refused the input"):
         graph.invoke({"checked": "poison"}, RunnableConfig(thread_id="other"))
+
+
+def test_the_run_index_follows_each_run_to_its_end(saver: BaseCheckpointSaver) -> None:
+    assert isinstance(saver, RunIndex)
+    graph = two_steps(saver, "indexed", interrupt_before=["b"])
+    config = RunnableConfig(thread_id="t")
+    graph.invoke({"log": []}, config)
+    first = saver.get("t")
+    assert first is not None
+    parked = saver.get_run(first.run_id)
+    assert parked is not None
+    assert (parked.status, parked.node, parked.graph_id) == (RunStatus.PARKED, "b", "indexed")
+    graph.invoke(GraphInput.resume(), config)
+    done = saver.get_run(first.run_id)
+    assert done is not None and done.status is RunStatus.COMPLETED
+
+    def boom(state: Any) -> dict[str, Any]:
+        raise RuntimeError("boom")
+
+    failing = (
+        StateGraph()
+        .add_node("boom", boom)
+        .add_edge(START, "boom")
+        .add_edge("boom", END)
+        .compile(CompileConfig(checkpoint_saver=saver, graph_id="failing"))
+    )
+    with pytest.raises(NodeError):
+        failing.invoke({}, RunnableConfig(thread_id="f"))
+    [failed] = saver.list_runs(graph_id="failing")
+    assert (failed.status, failed.node) == (RunStatus.FAILED, "boom")
+    assert [r.status for r in saver.list_runs(graph_id="indexed")] == [RunStatus.COMPLETED]

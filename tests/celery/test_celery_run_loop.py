@@ -25,6 +25,7 @@ from langgraph_celery import (
     StateGraph,
 )
 from langgraph_celery.celery import RunHandle
+from langgraph_celery.checkpoint import RunStatus
 from langgraph_celery.worker.envelope import TaskEnvelope
 from langgraph_celery.worker.names import celery_task_id, node_task_name
 from loop_check import blocked_callbacks, slow_down
@@ -366,3 +367,47 @@ def test_cancel_racing_completion_never_turns_a_completed_run_into_a_cancelled_o
             assert took_effect
         outcomes[status] += 1
     assert outcomes["cancelled"] > 0, outcomes  # (the race was exercised both ways)
+
+
+def test_the_run_index_shows_each_run_running_parked_completed_failed_or_cancelled(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    saver = celery_stack.saver
+
+    def record(run_id: str) -> Any:
+        found = saver.get_run(run_id)
+        assert found is not None, run_id
+        return found
+
+    slow = celery_stack.graph("slow")
+    redis_client.set(f"hold:{thread}:a", 1)
+    handle = slow.start({"thread": thread}, RunnableConfig(thread_id=thread))
+    running = record(handle.run_id)
+    assert (running.status, running.node, running.graph_id) == (RunStatus.RUNNING, "a", "slow")
+    redis_client.delete(f"hold:{thread}:a")
+    handle.wait(timeout=20)
+    assert record(handle.run_id).status is RunStatus.COMPLETED
+
+    gate = celery_stack.graph("gate")
+    parked_thread = f"{thread}-gate"
+    gate.invoke({"topic": "t"}, RunnableConfig(thread_id=parked_thread))
+    parked = record(saver.get(parked_thread).run_id)
+    assert (parked.status, parked.node) == (RunStatus.PARKED, "gate")
+
+    flaky_thread = f"{thread}-flaky"
+    with pytest.raises(NodeError):
+        celery_stack.graph("flaky").invoke(
+            {"thread": flaky_thread, "fail_times": 100}, RunnableConfig(thread_id=flaky_thread)
+        )
+    failed = record(saver.get(flaky_thread).run_id)
+    assert (failed.status, failed.node) == (RunStatus.FAILED, "flaky")
+
+    cancelled_thread = f"{thread}-cancel"
+    redis_client.set(f"hold:{cancelled_thread}:a", 1)
+    doomed = slow.start({"thread": cancelled_thread}, RunnableConfig(thread_id=cancelled_thread))
+    assert doomed.cancel() is True
+    redis_client.delete(f"hold:{cancelled_thread}:a")
+    assert record(doomed.run_id).status is RunStatus.CANCELLED
+    listed = {r.run_id: r.status for r in saver.list_runs(graph_id="slow", limit=100)}
+    assert listed[handle.run_id] is RunStatus.COMPLETED
+    assert listed[doomed.run_id] is RunStatus.CANCELLED

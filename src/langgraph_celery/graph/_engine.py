@@ -21,6 +21,7 @@ from langgraph_celery.checkpoint.base import (
     PendingTask,
     PendingWrite,
 )
+from langgraph_celery.checkpoint.index import RunIndex, RunRecord, RunStatus
 from langgraph_celery.errors import GraphError, GraphStateError, NodeError
 from langgraph_celery.graph import _algo, _loop, _sync
 from langgraph_celery.graph._loop import Action, Decision, Extra, Parking
@@ -175,6 +176,33 @@ class Engine:
         if mode is StreamMode.UPDATES:
             return NodeOutput(node, state, dict(update) if update is not None else {})
         return NodeOutput(node, state)
+
+    def run_record(
+        self, checkpoint: Checkpoint, status: RunStatus, node: str | None = None
+    ) -> RunRecord | None:
+        """``checkpoint``'s run as the run index lists it, now ``status`` at ``node`` (running:
+        its next node); ``None`` when the saver keeps no run index.  Runs of a graph compiled
+        without a ``graph_id`` (whose id is new in every process) are indexed under ``""``."""
+        if not isinstance(self.saver, RunIndex):
+            return None
+        if node is None and status is RunStatus.RUNNING and checkpoint.next:
+            node = checkpoint.next[0]
+        return RunRecord(
+            run_id=checkpoint.run_id,
+            thread_id=checkpoint.thread_id,
+            graph_id=self.owner or "",
+            status=status,
+            node=node,
+        )
+
+    async def record(
+        self, checkpoint: Checkpoint, status: RunStatus, node: str | None = None
+    ) -> None:
+        """Keep the saver's run index up to date (see :meth:`run_record`)."""
+        record = self.run_record(checkpoint, status, node)
+        if record is not None:
+            assert isinstance(self.saver, RunIndex)
+            await self.io(self.saver.upsert_run, record)
 
     def check_owner(self, checkpoint: Checkpoint | None) -> None:
         """Refuse to move a thread that holds another graph's runs (``GraphStateError``)."""

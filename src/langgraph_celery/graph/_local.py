@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langgraph_celery.checkpoint.base import Checkpoint, PendingTask
+from langgraph_celery.checkpoint.index import RunStatus
 from langgraph_celery.errors import GraphError, NodeError
 from langgraph_celery.graph import _loop, _sync
 from langgraph_celery.graph._engine import Engine
@@ -123,55 +124,79 @@ async def run_local(
     deadline = None if timeout is None else time.monotonic() + timeout
     checkpoint, start = await engine.begin(graph_input, config)
     config = config._for_runtime(graph_id=engine.graph_id, run_id=checkpoint.run_id)
-    if start is not None:
-        yield start
-    while True:
-        if deadline is not None and time.monotonic() > deadline and _loop.has_pending(checkpoint):
-            kept = (
-                "with its checkpoints stored: invoke GraphInput.resume() on the thread to "
-                "continue it"
-                if engine.saver is not None
-                else "(without a checkpoint saver nothing of it is kept)"
-            )
-            raise TimeoutError(
-                f"run {checkpoint.run_id} has not stopped after {timeout:g} s; it stopped "
-                f"before its next step (next: {', '.join(checkpoint.next) or 'its edges'}) {kept}"
-            )
-        checkpoint, decision = await engine.next_decision(checkpoint, config)
-        if decision.action is Action.COMPLETE:
-            end, outcome.value = await engine.complete(checkpoint, config)
-            outcome.done = True
-            yield end
-            return
-        if decision.action is Action.PARK:
-            assert decision.parking is not None
-            outcome.value, outcome.done = engine.interruption(checkpoint, decision.parking), True
-            return
-        if decision.action is Action.FAIL:
-            assert decision.error is not None
-            raise decision.error
-        step = await _execute_step(engine, checkpoint, config)
-        updates = step.marks.updates
-        decision = _loop.decide_step(checkpoint.tasks, step.marks)
-        if decision.action is not Action.COMMIT:
-            # a stopped step keeps the updates of the tasks that succeeded, for the resume
-            await _keep_writes(engine, checkpoint, step.ran, updates)
+    await engine.record(checkpoint, RunStatus.RUNNING)
+    status: RunStatus | None = None  # how the run stopped, once the loop decided it
+    node: str | None = None
+    try:
+        if start is not None:
+            yield start
+        while True:
+            if (
+                deadline is not None
+                and time.monotonic() > deadline
+                and _loop.has_pending(checkpoint)
+            ):
+                status = RunStatus.CANCELLED  # stopped between two steps, resumable
+                raise _timed_out(engine, checkpoint, timeout)
+            checkpoint, decision = await engine.next_decision(checkpoint, config)
+            if decision.action is Action.COMPLETE:
+                end, outcome.value = await engine.complete(checkpoint, config)
+                outcome.done, status = True, RunStatus.COMPLETED
+                yield end
+                return
             if decision.action is Action.PARK:
                 assert decision.parking is not None
                 outcome.value = engine.interruption(checkpoint, decision.parking)
-                outcome.done = True
+                outcome.done, status, node = True, RunStatus.PARKED, decision.parking.node_id
                 return
-            _raise_failure(step)
-        try:
-            result = await engine.finish(checkpoint, updates, config)
-        except GraphError:
-            # Every node ran, the step failed as a whole (conflicting writes, a route): keep the
-            # updates, as the Celery workers do, so that a resume merges them again.
-            await _keep_writes(engine, checkpoint, checkpoint.tasks, updates)
-            raise
-        for output in result.outputs:
-            yield output
-        checkpoint = result.checkpoint
-        if result.interruption is not None:
-            outcome.value, outcome.done = result.interruption, True
-            return
+            if decision.action is Action.FAIL:
+                assert decision.error is not None
+                status, node = RunStatus.FAILED, decision.node
+                raise decision.error
+            step = await _execute_step(engine, checkpoint, config)
+            updates = step.marks.updates
+            decision = _loop.decide_step(checkpoint.tasks, step.marks)
+            if decision.action is not Action.COMMIT:
+                # a stopped step keeps the updates of the tasks that succeeded, for the resume
+                await _keep_writes(engine, checkpoint, step.ran, updates)
+                if decision.action is Action.PARK:
+                    assert decision.parking is not None
+                    outcome.value = engine.interruption(checkpoint, decision.parking)
+                    outcome.done, status, node = True, RunStatus.PARKED, decision.node
+                    return
+                status, node = RunStatus.FAILED, decision.node
+                _raise_failure(step)
+            try:
+                result = await engine.finish(checkpoint, updates, config)
+            except GraphError:
+                # Every node ran, the step failed as a whole (conflicting writes, a route): keep
+                # the updates, as the Celery workers do, so that a resume merges them again.
+                await _keep_writes(engine, checkpoint, checkpoint.tasks, updates)
+                status, node = RunStatus.FAILED, checkpoint.next[-1]
+                raise
+            for output in result.outputs:
+                yield output
+            checkpoint = result.checkpoint
+            if result.interruption is not None:
+                outcome.value, outcome.done = result.interruption, True
+                status, node = RunStatus.PARKED, result.interruption.node_id
+                return
+    except Exception:
+        status = status or RunStatus.FAILED  # (an error no decision named: the store's, ...)
+        raise
+    finally:
+        # (no status: the caller stopped iterating, or cancelled the task, mid-run)
+        if engine.saver is not None and checkpoint.thread_id:
+            await engine.record(checkpoint, status or RunStatus.CANCELLED, node)
+
+
+def _timed_out(engine: Engine, checkpoint: Checkpoint, timeout: float | None) -> TimeoutError:
+    kept = (
+        "with its checkpoints stored: invoke GraphInput.resume() on the thread to continue it"
+        if engine.saver is not None
+        else "(without a checkpoint saver nothing of it is kept)"
+    )
+    return TimeoutError(
+        f"run {checkpoint.run_id} has not stopped after {timeout:g} s; it stopped before its "
+        f"next step (next: {', '.join(checkpoint.next) or 'its edges'}) {kept}"
+    )

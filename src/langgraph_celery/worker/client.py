@@ -151,6 +151,7 @@ class CelerySource:
             # of two first runs): the thread stays as it was (timer included) and usable.
             self._release(latest, claim)
             raise
+        await runtime.engine.record(checkpoint, RunStatus.RUNNING)
         try:
             if graph_input.is_resume:
                 runtime.executor._send_resume(runtime.envelope(checkpoint))
@@ -547,4 +548,7 @@ class CelerySource:
             _store(runtime.mark, newest, Mark.CANCEL, END, {})
             marked = newest
         _store(runtime.saver.clear_timer, marked.thread_id, marked.run_id)
-        return cancelled and read_status(runtime, marked).status is RunStatus.CANCELLED
+        took_effect = cancelled and read_status(runtime, marked).status is RunStatus.CANCELLED
+        if took_effect:
+            _store(runtime.record, marked, RunStatus.CANCELLED)
+        return took_effect

@@ -27,6 +27,7 @@ from langgraph_celery.checkpoint.base import (
     PendingTask,
     Timer,
 )
+from langgraph_celery.checkpoint.index import RunIndex, RunStatus
 from langgraph_celery.errors import (
     CheckpointConflictError,
     GraphError,
@@ -132,6 +133,12 @@ class GraphRuntime:
         self.executor.notifier.publish(checkpoint.thread_id, final=mark in _loop.STOPS)
         return stored
 
+    def record(self, checkpoint: Checkpoint, status: RunStatus, node: str | None = None) -> None:
+        """The run index: ``checkpoint``'s run is now ``status`` (at ``node``)."""
+        record = self.engine.run_record(checkpoint, status, node)
+        if record is not None and isinstance(self.saver, RunIndex):
+            self.saver.upsert_run(record)
+
     def mark_parked(self, checkpoint: Checkpoint, parking: Parking) -> None:
         """Park the run at ``checkpoint``; with an interrupt timeout, arm its deadline.
 
@@ -146,6 +153,8 @@ class GraphRuntime:
         if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
             due = now + timedelta(seconds=float(timeout))
             metadata["expires_at"] = due.isoformat()
+        # the run index first: whoever sees the mark (the run's waiters) finds the record
+        self.record(checkpoint, RunStatus.PARKED, parking.node_id)
         self.mark(
             checkpoint,
             Mark.INTERRUPT,
@@ -164,6 +173,7 @@ class GraphRuntime:
 
     def mark_failed(self, checkpoint: Checkpoint, failure: Failure) -> None:
         """Stop the run at ``checkpoint`` as failed (its stall timer is left to the reaper)."""
+        self.record(checkpoint, RunStatus.FAILED, failure.node_id)  # (first: see mark_parked)
         self.mark(checkpoint, Mark.ERROR, failure.node_id, failure.to_data())
 
     def stall_timer(self, checkpoint: Checkpoint) -> Timer:
@@ -195,7 +205,8 @@ class GraphRuntime:
         at, decision = await self.engine.next_decision(checkpoint, config)
         if decision.action is Action.COMPLETE:
             # the client that waits for the run reads it (and releases the thread)
-            if not timer_cleared or at is not checkpoint:
+            if not timer_cleared or at is not checkpoint:  # (else stored with the checkpoint)
+                self.record(at, RunStatus.COMPLETED)
                 self.saver.clear_timer(at.thread_id, at.run_id)
             self.executor.notifier.publish(at.thread_id, final=True)
         elif decision.action is Action.PARK:
@@ -263,6 +274,7 @@ class GraphRuntime:
             and checkpoint.kind in (CheckpointKind.LOOP, CheckpointKind.EDGES)
         ):
             # cancelled while the previous step was finishing: the run stops here
+            self.record(checkpoint, RunStatus.CANCELLED)
             self.mark(checkpoint, Mark.CANCEL, END, {})
             return TaskResult(TaskStatus.CANCELLED, task.node).to_data()
         if marks.step_committed:
@@ -295,6 +307,7 @@ class GraphRuntime:
         marks = StepMarks.of_view(view)
         if marks.stopped or marks.step_committed or (envelope.task_id or "") in marks.updates:
             return
+        self.record(checkpoint, RunStatus.CANCELLED, envelope.node)
         self.mark(checkpoint, Mark.CANCEL, envelope.node or END, {"revoked": True})
         self.saver.clear_timer(checkpoint.thread_id, checkpoint.run_id)
         log.warning(
@@ -442,7 +455,11 @@ class GraphRuntime:
         def store(new: Checkpoint) -> Checkpoint:
             if _loop.has_pending(new):
                 return saver.put(new)
-            return saver.put_with_timer(new, None)  # the run's last: its stall timer goes too
+            # The run's last: its stall timer goes too.  The run index first, so that whoever
+            # sees the run complete finds its record (if this put is refused, the run ends
+            # another way, and that is recorded after).
+            self.record(new, RunStatus.COMPLETED)
+            return saver.put_with_timer(new, None)
 
         try:
             result = await self.engine.finish(checkpoint, writes, config, store)
