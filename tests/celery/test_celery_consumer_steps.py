@@ -40,7 +40,7 @@ def test_each_consumer_step_is_added_unless_turned_off(
 def test_the_switches_are_keyword_only() -> None:
     app = Celery("steps", broker="memory://", set_as_current=False)
     with pytest.raises(TypeError):
-        CeleryExecutor(app, None, 30.0, 120.0, None, False)  # type: ignore[misc]
+        CeleryExecutor(app, None, 30.0, 120.0, None, None, False)  # type: ignore[misc]
 
 
 @pytest.mark.parametrize("guarded", [True, False], ids=["guarded", "guard-off"])

@@ -21,7 +21,6 @@ from chaos_support import (
     started,
 )
 
-from langgraph_celery import RunnableConfig
 from langgraph_celery.worker import names
 
 pytestmark = pytest.mark.timeout(120)
@@ -44,13 +43,9 @@ def test_duplicated_messages_apply_once(chaos_stack: ChaosStack) -> None:
     for graph_id, thread, _ in runs:
         runtime = stack.executor.runtime(graph_id)
         checkpoints = history(stack.saver, thread)
-        first = checkpoints[0].checkpoint_id
         for checkpoint in checkpoints:
-            config = RunnableConfig(thread_id=thread)._for_runtime(
-                graph_id=graph_id, run_id=checkpoint.run_id
-            )
             for task in checkpoint.tasks:
-                envelope = runtime.envelope(checkpoint, first, config, 0, task)
+                envelope = runtime.envelope(checkpoint, task)
                 task_id = names.celery_task_id(checkpoint.run_id, checkpoint.checkpoint_id, task.id)
                 stack.app.backend.forget(task_id)  # so that .get() waits for the late copy
                 late.append(
