@@ -7,6 +7,10 @@ as it was given; ``draw --title`` refuses a title with control characters (exit 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +20,7 @@ from test_draw import SAMPLE_EDGES, noop, parse_mermaid, parse_plantuml, sample
 
 yaml: Any = pytest.importorskip("yaml")
 
+TESTS = Path(__file__).resolve().parent
 CONTROL = [chr(code) for code in [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]]
 
 #: (title, what the diagram shows)
@@ -123,3 +128,41 @@ def test_node_names_and_edge_labels_with_line_breaks_stay_on_their_lines(kind: s
         ("a @enduml", END, "end", True),
         ("b  ---", END, None, False),
     }
+
+
+# -- draw --title -------------------------------------------------------------------------------
+
+
+def draw(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LGC_")}
+    return subprocess.run(
+        [sys.executable, "-m", "langgraph_celery.cli", "draw", "cli_graphs:arithmetic", *args],
+        cwd=TESTS,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("kind", ["mermaid", "plantuml"])
+@pytest.mark.parametrize("title", ["x\n@enduml\n@startuml", "x\r---", "tab\there", "x\u2028y"])
+def test_draw_refuses_a_title_with_control_characters(kind: str, title: str) -> None:
+    result = draw("--format", kind, "--title", title)
+    assert result.returncode == 2, result
+    assert result.stdout == ""
+    assert result.stderr == (
+        "langgraph-celery draw: error: --title must be one line without control characters "
+        f"(line breaks, tabs...), got {title!r}\n"
+    )
+
+
+def test_draw_writes_any_one_line_title() -> None:
+    title = 'Agent #2: "beta"'
+    mermaid = draw("--title", title)
+    assert mermaid.returncode == 0, mermaid
+    assert front_matter(mermaid.stdout)[0] == {"title": title}
+    plantuml = draw("--format", "plantuml", "--title", title)
+    assert plantuml.returncode == 0, plantuml
+    assert plantuml_title(plantuml.stdout) == title

@@ -16,7 +16,10 @@
 Progress goes to stdout as ``node: {update as JSON}`` lines, then ``completed:`` and the final state
 (indented JSON), or ``parked at node ...`` and the command that resumes the run; when the
 interruption's metadata has a ``resume_with`` mapping, that command carries it as ``--update``.
-``state`` and ``history`` print JSON documents only.
+``state`` and ``history`` print JSON documents only.  All the JSON the command prints is strict
+(RFC 8259); :data:`langgraph_celery._cli_output.JSON_HELP` (in their ``--help``) says how values
+JSON cannot hold are shown (``NaN``, keys that are not strings, lone surrogates).  ``--input`` and
+``--update`` are JSON objects nested at most 100 levels deep.
 
 Exit codes: 0 when the run completed or parked at an interruption, 1 when it failed (one line on
 stderr; ``--traceback`` for the whole story), 2 for usage errors, 130 when interrupted by Ctrl-C.
@@ -26,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import logging
 import os
 import sys
@@ -35,8 +37,10 @@ import uuid
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
+from langgraph_celery._cli_input import MAX_JSON_DEPTH, UsageError, json_object, one_line
 from langgraph_celery._cli_output import (
     ENV_VARIABLES,
+    JSON_HELP,
     PROG,
     follow,
     masked,
@@ -54,27 +58,11 @@ __all__ = ["UsageError", "main"]
 DEMO_TARGET = "langgraph_celery.demo:graph"
 
 
-class UsageError(Exception):
-    """A bad argument: printed as one line, exit code 2."""
-
-
 class ImportFailure(Exception):
     """The module named on the command line raised while being imported (exit code 1)."""
 
 
 # -- arguments ------------------------------------------------------------------------------------
-
-
-def _json_object(flag: str, text: str | None) -> dict[str, Any] | None:
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise UsageError(f"{flag} is not valid JSON ({error}): {text!r}") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{flag} must be a JSON object, got {type(value).__name__}: {text!r}")
-    return value
 
 
 def _database_url(value: str) -> str:
@@ -115,15 +103,31 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--thread", metavar="ID", help="thread id (default: a new one)")
     demo.add_argument("--topic", default="the product launch", help="what the draft is about")
     run = commands.add_parser("run", parents=[target, thread], help="start a run, follow it")
-    run.add_argument("--input", metavar="JSON", help="the run's input, a JSON object")
+    run.add_argument(
+        "--input",
+        metavar="JSON",
+        help=f"the run's input, a JSON object nested at most {MAX_JSON_DEPTH} levels deep",
+    )
     resume = commands.add_parser("resume", parents=[target, thread], help="resume a parked run")
-    resume.add_argument("--update", metavar="JSON", help="merged into the state before resuming")
-    state = commands.add_parser("state", parents=[target, thread], help="a thread's state (JSON)")
+    resume.add_argument(
+        "--update",
+        metavar="JSON",
+        help=f"merged into the state before resuming (a JSON object, at most {MAX_JSON_DEPTH} "
+        "levels deep)",
+    )
+    state = commands.add_parser(
+        "state", parents=[target, thread], help="a thread's state (JSON)", epilog=JSON_HELP
+    )
     state.add_argument("--checkpoint", metavar="ID", help="a past checkpoint instead of the last")
-    commands.add_parser("history", parents=[target, thread], help="a thread's checkpoints (JSON)")
+    commands.add_parser(
+        "history", parents=[target, thread], help="a thread's checkpoints (JSON)", epilog=JSON_HELP
+    )
     draw = commands.add_parser("draw", parents=[target], help="print the graph's diagram")
     draw.add_argument("--format", choices=("mermaid", "plantuml"), default="mermaid")
-    draw.add_argument("--title", help="diagram title (default: the graph id)")
+    draw.add_argument(
+        "--title",
+        help="diagram title, one line without control characters (default: the graph id)",
+    )
     worker = commands.add_parser(
         "worker",
         parents=[env],
@@ -213,7 +217,7 @@ def _required_thread(args: argparse.Namespace) -> str:
 
 
 def cmd_run(args: argparse.Namespace, out: IO[str]) -> int:
-    graph_input = _json_object("--input", args.input)
+    graph_input = json_object("--input", args.input)
     graph = load_graph(args.target)
     thread_id = _thread_for(graph, args.thread, out)
     follow(graph, graph_input, thread_id, target=args.target, env=_environment_flags(args), out=out)
@@ -223,7 +227,7 @@ def cmd_run(args: argparse.Namespace, out: IO[str]) -> int:
 def cmd_resume(args: argparse.Namespace, out: IO[str]) -> int:
     from langgraph_celery.graph.types import GraphInput
 
-    update = _json_object("--update", args.update)
+    update = json_object("--update", args.update)
     thread_id = _required_thread(args)
     graph = load_graph(args.target)
     env = _environment_flags(args)
@@ -252,7 +256,8 @@ def cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def cmd_draw(args: argparse.Namespace, out: IO[str]) -> int:
-    diagram = load_graph(args.target).get_graph(args.format, args.title).content
+    title = one_line("--title", args.title)
+    diagram = load_graph(args.target).get_graph(args.format, title).content
     print(diagram.rstrip("\n"), file=out)
     return 0
 
