@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from typing import IO, TYPE_CHECKING, Any
 
+from langgraph_celery._cli_secrets import masked
+
 if TYPE_CHECKING:
     from langgraph_celery.graph.compiled import CompiledGraph, GraphStream
     from langgraph_celery.graph.types import InterruptionMetadata, StateSnapshot
@@ -24,7 +26,6 @@ __all__ = [
     "JSON_HELP",
     "PROG",
     "follow",
-    "masked",
     "resume_command",
     "snapshot_json",
     "to_json",
@@ -49,13 +50,6 @@ JSON_HELP = (
 )
 _NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def masked(url: str) -> str:
-    """``url`` with its password replaced by ``**``."""
-    from kombu.utils.url import maybe_sanitize_url
-
-    return str(maybe_sanitize_url(url))
 
 
 def worker_command(module: str) -> str:

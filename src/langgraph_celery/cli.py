@@ -21,8 +21,15 @@ interruption's metadata has a ``resume_with`` mapping, that command carries it a
 JSON cannot hold are shown (``NaN``, keys that are not strings, lone surrogates).  ``--input`` and
 ``--update`` are JSON objects nested at most 100 levels deep.
 
+A password in a URL (``--broker``, ``--result-backend``, ``--db``, the ``LGC_*`` variables) is
+masked wherever the command prints the URL, and kept out of all it writes to stderr (errors,
+tracebacks, logs, hints): see :mod:`langgraph_celery._cli_secrets`.  A broker or result backend
+URL whose password holds ``/``, ``?`` or ``#`` unencoded is refused (exit 2): Celery would
+misread it.
+
 Exit codes: 0 when the run completed or parked at an interruption, 1 when it failed (one line on
-stderr; ``--traceback`` for the whole story), 2 for usage errors, 130 when interrupted by Ctrl-C.
+stderr, then a note when the database URL's password holds characters URL parsers may misread;
+``--traceback`` for the whole story), 2 for usage errors, 130 when interrupted by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -43,11 +50,17 @@ from langgraph_celery._cli_output import (
     JSON_HELP,
     PROG,
     follow,
-    masked,
     resume_command,
     snapshot_json,
     to_json,
     worker_command,
+)
+from langgraph_celery._cli_secrets import (
+    Secrets,
+    celery_misreads,
+    masked,
+    misread_note,
+    redacted_stderr,
 )
 
 if TYPE_CHECKING:
@@ -56,6 +69,8 @@ if TYPE_CHECKING:
 __all__ = ["UsageError", "main"]
 
 DEMO_TARGET = "langgraph_celery.demo:graph"
+#: The URL options Celery reads (with ``urllib``, which ends the address at ``/``, ``?``, ``#``).
+CELERY_URL_OPTIONS = ("broker", "result_backend")
 
 
 class ImportFailure(Exception):
@@ -144,6 +159,24 @@ def _apply_environment(args: argparse.Namespace) -> None:
         value = getattr(args, option, None)
         if value:
             os.environ[variable] = value
+
+
+def _url_source(args: argparse.Namespace, option: str) -> str:
+    """How the user gave the URL of ``option``: its flag, or its environment variable."""
+    if getattr(args, option, None):
+        return "--" + option.replace("_", "-")
+    return ENV_VARIABLES[option]
+
+
+def _check_celery_urls(args: argparse.Namespace) -> None:
+    """Refuse a broker or result backend URL that Celery would misread: its error would show
+    pieces of the password, even from a ``celery worker`` this command starts."""
+    for option in CELERY_URL_OPTIONS:
+        problem = celery_misreads(
+            _url_source(args, option), os.environ.get(ENV_VARIABLES[option], "")
+        )
+        if problem:
+            raise UsageError(problem)
 
 
 def _environment_flags(args: argparse.Namespace) -> list[str]:
@@ -314,6 +347,7 @@ def cmd_worker(args: argparse.Namespace, out: IO[str]) -> int:
         celery_args.insert(0, "--loglevel=INFO")
     argv = [sys.executable, "-m", "celery", "-A", args.module, "worker", *celery_args]
     out.flush()
+    sys.stderr.flush()
     os.execv(sys.executable, argv)  # replaces this process; the environment carries over
     return 0  # pragma: no cover - not reached
 
@@ -331,6 +365,15 @@ COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script; returns the exit code."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    # Every URL on the command line or in the LGC_* variables: their passwords never reach stderr
+    # (argparse's own errors repeat arguments, libraries' errors repeat what they misread).
+    urls = [*words, *(os.environ.get(variable, "") for variable in ENV_VARIABLES.values())]
+    with redacted_stderr(Secrets(urls)):
+        return _main(words)
+
+
+def _main(argv: list[str]) -> int:
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "worker":
@@ -341,6 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
     out = sys.stdout
     try:
+        _check_celery_urls(args)
         return COMMANDS[args.command](args, out)
     except UsageError as error:
         parser.exit(2, f"{PROG} {args.command}: error: {error}\n")
@@ -357,6 +401,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             str(error) if isinstance(error, ImportFailure) else f"{type(error).__name__}: {error}"
         )
         print(f"{PROG} {args.command}: {message}", file=sys.stderr)
+        note = misread_note(_url_source(args, "db"), os.environ.get(ENV_VARIABLES["db"], ""))
+        if note:
+            print(note, file=sys.stderr)
         return 1
 
 
