@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import _thread
 import json
+import math
 import os
+import re
 import shlex
 import sys
 import threading
@@ -13,15 +15,17 @@ from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from typing import IO, TYPE_CHECKING, Any
 
+from langgraph_celery._cli_secrets import masked
+
 if TYPE_CHECKING:
     from langgraph_celery.graph.compiled import CompiledGraph, GraphStream
     from langgraph_celery.graph.types import InterruptionMetadata, StateSnapshot
 
 __all__ = [
     "ENV_VARIABLES",
+    "JSON_HELP",
     "PROG",
     "follow",
-    "masked",
     "resume_command",
     "snapshot_json",
     "to_json",
@@ -37,13 +41,15 @@ ENV_VARIABLES = {
 }
 #: Seconds without progress before a run on external workers prints a hint.
 WAIT_HINT_AFTER = 15.0
-
-
-def masked(url: str) -> str:
-    """``url`` with its password replaced by ``**``."""
-    from kombu.utils.url import maybe_sanitize_url
-
-    return str(maybe_sanitize_url(url))
+#: What the commands that print JSON say about it in their help.
+JSON_HELP = (
+    "The output is strict JSON (RFC 8259). Values JSON cannot hold are shown so: the floats NaN, "
+    'inf and -inf as the strings "NaN", "Infinity" and "-Infinity"; a key that is not a string '
+    'as its JSON text (1 as "1", the tuple (1, "a") as "[1, \\"a\\"]"); a lone surrogate in a '
+    "string as its \\uXXXX escape; tuples as arrays; any other object as its str()."
+)
+_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def worker_command(module: str) -> str:
@@ -56,8 +62,46 @@ def worker_command(module: str) -> str:
     return " ".join([*assignments, "celery", "-A", module, "worker"])
 
 
+def _float(value: float) -> float | str:
+    return value if math.isfinite(value) else _NON_FINITE.get(value, "NaN")
+
+
+def _key(key: Any) -> str:
+    """A dict key as a JSON object's name: strings as they are, anything else as its JSON text."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, float):
+        return json.dumps(_float(key)).strip('"')  # "1.5", "NaN": no quotes inside the name
+    if key is None or isinstance(key, bool | int | tuple):
+        return to_json(key)
+    return str(key)
+
+
+def _strict(value: Any) -> Any:
+    """``value`` with what JSON cannot hold replaced (see :data:`JSON_HELP`); loops, not
+    comprehensions, so that each level of nesting takes one frame."""
+    if isinstance(value, float):
+        return _float(value)
+    if isinstance(value, dict):
+        names: dict[str, Any] = {}
+        for key, item in value.items():
+            names[_key(key)] = _strict(item)
+        return names
+    if isinstance(value, list | tuple):
+        items = []
+        for item in value:
+            items.append(_strict(item))
+        return items
+    return value
+
+
 def to_json(value: Any, indent: int | None = None) -> str:
-    return json.dumps(value, indent=indent, default=str, ensure_ascii=False)
+    """``value`` as strict JSON text, whatever it holds (see :data:`JSON_HELP`)."""
+    text = json.dumps(
+        _strict(value), indent=indent, default=str, ensure_ascii=False, allow_nan=False
+    )
+    # A lone surrogate cannot be written as UTF-8; inside a JSON string its escape is valid.
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def snapshot_json(snapshot: StateSnapshot, thread_id: str) -> dict[str, Any]:
@@ -103,7 +147,7 @@ def resume_command(
 ) -> str:
     words = [PROG, "resume", target, "--thread", thread_id]
     if update is not None:
-        words += ["--update", json.dumps(dict(update))]
+        words += ["--update", to_json(dict(update))]
     return " ".join(shlex.quote(word) for word in words + env)
 
 

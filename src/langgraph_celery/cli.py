@@ -16,17 +16,26 @@
 Progress goes to stdout as ``node: {update as JSON}`` lines, then ``completed:`` and the final state
 (indented JSON), or ``parked at node ...`` and the command that resumes the run; when the
 interruption's metadata has a ``resume_with`` mapping, that command carries it as ``--update``.
-``state`` and ``history`` print JSON documents only.
+``state`` and ``history`` print JSON documents only.  All the JSON the command prints is strict
+(RFC 8259); :data:`langgraph_celery._cli_output.JSON_HELP` (in their ``--help``) says how values
+JSON cannot hold are shown (``NaN``, keys that are not strings, lone surrogates).  ``--input`` and
+``--update`` are JSON objects nested at most 100 levels deep.
+
+A password in a URL (``--broker``, ``--result-backend``, ``--db``, the ``LGC_*`` variables) is
+masked wherever the command prints the URL, and kept out of all it writes to stderr (errors,
+tracebacks, logs, hints): see :mod:`langgraph_celery._cli_secrets`.  A broker or result backend
+URL whose password holds ``/``, ``?`` or ``#`` unencoded is refused (exit 2): Celery would
+misread it.
 
 Exit codes: 0 when the run completed or parked at an interruption, 1 when it failed (one line on
-stderr; ``--traceback`` for the whole story), 2 for usage errors, 130 when interrupted by Ctrl-C.
+stderr, then a note when the database URL's password holds characters URL parsers may misread;
+``--traceback`` for the whole story), 2 for usage errors, 130 when interrupted by Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import logging
 import os
 import sys
@@ -35,15 +44,23 @@ import uuid
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
+from langgraph_celery._cli_input import MAX_JSON_DEPTH, UsageError, json_object, one_line
 from langgraph_celery._cli_output import (
     ENV_VARIABLES,
+    JSON_HELP,
     PROG,
     follow,
-    masked,
     resume_command,
     snapshot_json,
     to_json,
     worker_command,
+)
+from langgraph_celery._cli_secrets import (
+    Secrets,
+    celery_misreads,
+    masked,
+    misread_note,
+    redacted_stderr,
 )
 
 if TYPE_CHECKING:
@@ -52,10 +69,8 @@ if TYPE_CHECKING:
 __all__ = ["UsageError", "main"]
 
 DEMO_TARGET = "langgraph_celery.demo:graph"
-
-
-class UsageError(Exception):
-    """A bad argument: printed as one line, exit code 2."""
+#: The URL options Celery reads (with ``urllib``, which ends the address at ``/``, ``?``, ``#``).
+CELERY_URL_OPTIONS = ("broker", "result_backend")
 
 
 class ImportFailure(Exception):
@@ -63,18 +78,6 @@ class ImportFailure(Exception):
 
 
 # -- arguments ------------------------------------------------------------------------------------
-
-
-def _json_object(flag: str, text: str | None) -> dict[str, Any] | None:
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise UsageError(f"{flag} is not valid JSON ({error}): {text!r}") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{flag} must be a JSON object, got {type(value).__name__}: {text!r}")
-    return value
 
 
 def _database_url(value: str) -> str:
@@ -115,15 +118,31 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--thread", metavar="ID", help="thread id (default: a new one)")
     demo.add_argument("--topic", default="the product launch", help="what the draft is about")
     run = commands.add_parser("run", parents=[target, thread], help="start a run, follow it")
-    run.add_argument("--input", metavar="JSON", help="the run's input, a JSON object")
+    run.add_argument(
+        "--input",
+        metavar="JSON",
+        help=f"the run's input, a JSON object nested at most {MAX_JSON_DEPTH} levels deep",
+    )
     resume = commands.add_parser("resume", parents=[target, thread], help="resume a parked run")
-    resume.add_argument("--update", metavar="JSON", help="merged into the state before resuming")
-    state = commands.add_parser("state", parents=[target, thread], help="a thread's state (JSON)")
+    resume.add_argument(
+        "--update",
+        metavar="JSON",
+        help=f"merged into the state before resuming (a JSON object, at most {MAX_JSON_DEPTH} "
+        "levels deep)",
+    )
+    state = commands.add_parser(
+        "state", parents=[target, thread], help="a thread's state (JSON)", epilog=JSON_HELP
+    )
     state.add_argument("--checkpoint", metavar="ID", help="a past checkpoint instead of the last")
-    commands.add_parser("history", parents=[target, thread], help="a thread's checkpoints (JSON)")
+    commands.add_parser(
+        "history", parents=[target, thread], help="a thread's checkpoints (JSON)", epilog=JSON_HELP
+    )
     draw = commands.add_parser("draw", parents=[target], help="print the graph's diagram")
     draw.add_argument("--format", choices=("mermaid", "plantuml"), default="mermaid")
-    draw.add_argument("--title", help="diagram title (default: the graph id)")
+    draw.add_argument(
+        "--title",
+        help="diagram title, one line without control characters (default: the graph id)",
+    )
     worker = commands.add_parser(
         "worker",
         parents=[env],
@@ -140,6 +159,24 @@ def _apply_environment(args: argparse.Namespace) -> None:
         value = getattr(args, option, None)
         if value:
             os.environ[variable] = value
+
+
+def _url_source(args: argparse.Namespace, option: str) -> str:
+    """How the user gave the URL of ``option``: its flag, or its environment variable."""
+    if getattr(args, option, None):
+        return "--" + option.replace("_", "-")
+    return ENV_VARIABLES[option]
+
+
+def _check_celery_urls(args: argparse.Namespace) -> None:
+    """Refuse a broker or result backend URL that Celery would misread: its error would show
+    pieces of the password, even from a ``celery worker`` this command starts."""
+    for option in CELERY_URL_OPTIONS:
+        problem = celery_misreads(
+            _url_source(args, option), os.environ.get(ENV_VARIABLES[option], "")
+        )
+        if problem:
+            raise UsageError(problem)
 
 
 def _environment_flags(args: argparse.Namespace) -> list[str]:
@@ -213,7 +250,7 @@ def _required_thread(args: argparse.Namespace) -> str:
 
 
 def cmd_run(args: argparse.Namespace, out: IO[str]) -> int:
-    graph_input = _json_object("--input", args.input)
+    graph_input = json_object("--input", args.input)
     graph = load_graph(args.target)
     thread_id = _thread_for(graph, args.thread, out)
     follow(graph, graph_input, thread_id, target=args.target, env=_environment_flags(args), out=out)
@@ -223,7 +260,7 @@ def cmd_run(args: argparse.Namespace, out: IO[str]) -> int:
 def cmd_resume(args: argparse.Namespace, out: IO[str]) -> int:
     from langgraph_celery.graph.types import GraphInput
 
-    update = _json_object("--update", args.update)
+    update = json_object("--update", args.update)
     thread_id = _required_thread(args)
     graph = load_graph(args.target)
     env = _environment_flags(args)
@@ -252,7 +289,8 @@ def cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def cmd_draw(args: argparse.Namespace, out: IO[str]) -> int:
-    diagram = load_graph(args.target).get_graph(args.format, args.title).content
+    title = one_line("--title", args.title)
+    diagram = load_graph(args.target).get_graph(args.format, title).content
     print(diagram.rstrip("\n"), file=out)
     return 0
 
@@ -309,6 +347,7 @@ def cmd_worker(args: argparse.Namespace, out: IO[str]) -> int:
         celery_args.insert(0, "--loglevel=INFO")
     argv = [sys.executable, "-m", "celery", "-A", args.module, "worker", *celery_args]
     out.flush()
+    sys.stderr.flush()
     os.execv(sys.executable, argv)  # replaces this process; the environment carries over
     return 0  # pragma: no cover - not reached
 
@@ -326,6 +365,15 @@ COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script; returns the exit code."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    # Every URL on the command line or in the LGC_* variables: their passwords never reach stderr
+    # (argparse's own errors repeat arguments, libraries' errors repeat what they misread).
+    urls = [*words, *(os.environ.get(variable, "") for variable in ENV_VARIABLES.values())]
+    with redacted_stderr(Secrets(urls)):
+        return _main(words)
+
+
+def _main(argv: list[str]) -> int:
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "worker":
@@ -336,6 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
     out = sys.stdout
     try:
+        _check_celery_urls(args)
         return COMMANDS[args.command](args, out)
     except UsageError as error:
         parser.exit(2, f"{PROG} {args.command}: error: {error}\n")
@@ -352,6 +401,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             str(error) if isinstance(error, ImportFailure) else f"{type(error).__name__}: {error}"
         )
         print(f"{PROG} {args.command}: {message}", file=sys.stderr)
+        note = misread_note(_url_source(args, "db"), os.environ.get(ENV_VARIABLES["db"], ""))
+        if note:
+            print(note, file=sys.stderr)
         return 1
 
 

@@ -1,4 +1,10 @@
-"""Diagrams of a graph as text: Mermaid flowcharts and PlantUML."""
+"""Diagrams of a graph as text: Mermaid flowcharts and PlantUML.
+
+Every text drawn (the title, node names, edge labels) is one line: each control character (line
+breaks, tabs, Unicode line and paragraph separators) becomes a space, so no text can end its line
+and add lines of diagram syntax (a second ``@startuml`` diagram, a Mermaid front matter key).  A
+Mermaid title is YAML: written plain when it is a simple phrase, double-quoted otherwise.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,14 @@ import re
 from langgraph_celery.graph.builder import GraphSpec
 from langgraph_celery.graph.types import END, START, GraphRepresentation
 
-__all__ = ["draw"]
+__all__ = ["CONTROL_CHARACTERS", "draw"]
 
 _KINDS = ("mermaid", "plantuml")
+#: Unicode's control characters (category Cc) and its line and paragraph separators.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: A title YAML reads as the same plain string (no ``: ``, `` #``, quote, indicator or number).
+_PLAIN_TITLE = re.compile(r"[A-Za-z_][A-Za-z0-9 _.,()+/-]*")
+_YAML_WORDS = frozenset({"null", "true", "false", "yes", "no", "on", "off", "y", "n"})
 
 
 def _edges(spec: GraphSpec) -> list[tuple[str, str, str | None, bool]]:
@@ -40,14 +51,29 @@ def _ident(node: str) -> str:
     return f"n_{cleaned}"
 
 
+def _one_line(text: str) -> str:
+    return CONTROL_CHARACTERS.sub(" ", text)
+
+
 def _quote(text: str) -> str:
-    return text.replace('"', "'")
+    return _one_line(text).replace('"', "'")
+
+
+def _title(title: str | None) -> str:
+    """The title as one line, without spaces around it ("" for none)."""
+    return _one_line(title or "").strip()
+
+
+def _yaml_title(title: str) -> str:
+    if _PLAIN_TITLE.fullmatch(title) and title.lower() not in _YAML_WORDS:
+        return title
+    return '"' + title.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _mermaid(spec: GraphSpec, title: str | None) -> str:
     lines = []
-    if title:
-        lines += ["---", f"title: {_quote(title)}", "---"]
+    if title := _title(title):
+        lines += ["---", f"title: {_yaml_title(title)}", "---"]
     lines.append("flowchart TD")
     lines.append(f'    {_ident(START)}(("{START}"))')
     lines.extend(f'    {_ident(node)}["{_quote(node)}"]' for node in spec.nodes)
@@ -61,7 +87,7 @@ def _mermaid(spec: GraphSpec, title: str | None) -> str:
 
 def _plantuml(spec: GraphSpec, title: str | None) -> str:
     lines = ["@startuml"]
-    if title:
+    if title := _title(title):
         lines.append(f"title {title}")
     lines.append(f'circle "{START}" as {_ident(START)}')
     lines.extend(f'usecase "{_quote(node)}" as {_ident(node)}' for node in spec.nodes)
@@ -75,7 +101,8 @@ def _plantuml(spec: GraphSpec, title: str | None) -> str:
 
 
 def draw(spec: GraphSpec, kind: str, title: str | None = None) -> GraphRepresentation:
-    """The graph as ``kind`` text (``"mermaid"`` or ``"plantuml"``)."""
+    """The graph as ``kind`` text (``"mermaid"`` or ``"plantuml"``); control characters in the
+    title and the labels are drawn as spaces."""
     normalized = str(getattr(kind, "value", kind)).lower()
     if normalized == "mermaid":
         return GraphRepresentation("mermaid", _mermaid(spec, title))
