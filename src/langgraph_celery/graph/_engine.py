@@ -88,9 +88,10 @@ class Engine:
         self.owner = config.graph_id
         self.saver: BaseCheckpointSaver | None = config.checkpoint_saver
         self.runner = TaskRunner(spec)
-        self.interruptible = tuple(
+        self.interruptible = frozenset(
             node for node in spec.nodes if self.runner.interruptible(node) is not None
         )
+        self.interrupt_before = frozenset(config.interrupt_before)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -443,7 +444,7 @@ class Engine:
             decision = _loop.decide_next(
                 checkpoint,
                 limit=self.limit(config),
-                interrupt_before=self.config.interrupt_before,
+                interrupt_before=self.interrupt_before,
                 interruptible=self.interruptible,
             )
             try:

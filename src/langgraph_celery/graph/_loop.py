@@ -148,7 +148,7 @@ class Failure:
         return {"node_id": self.node_id, "error_type": self.error_type, "message": self.message}
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class StepMarks:
     """What is recorded on one checkpoint: node updates by task id and the run's marks."""
 
@@ -236,7 +236,7 @@ def is_continued(checkpoint: Checkpoint) -> bool:
 def steps_taken(checkpoint: Checkpoint) -> int:
     """How many supersteps the invocation ``checkpoint`` belongs to has run."""
     steps = checkpoint.extra.get(Extra.STEPS, 0)
-    return steps if isinstance(steps, int) and not isinstance(steps, bool) else 0
+    return steps if type(steps) is int else 0
 
 
 def next_extra(checkpoint: Checkpoint, *, stepped: bool) -> dict[str, Any]:
@@ -317,7 +317,7 @@ class Action(enum.StrEnum):
     COMMIT = "commit"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Decision:
     """One decision of the run loop.
 
@@ -353,8 +353,8 @@ def decide_next(
     checkpoint: Checkpoint,
     *,
     limit: int,
-    interrupt_before: Iterable[str],
-    interruptible: Iterable[str] = (),
+    interrupt_before: frozenset[str] | set[str],
+    interruptible: frozenset[str] | set[str] = frozenset(),
 ) -> Decision:
     """What to do from a stored ``checkpoint`` whose step has not run.
 
@@ -362,23 +362,23 @@ def decide_next(
     the graph's nodes whose actions implement ``InterruptibleAction``.  A resumed checkpoint's
     tasks run without stopping before them again.
     """
-    if checkpoint.extra.get(Extra.EDGES_PENDING):
+    extra = checkpoint.extra
+    if extra and extra.get(Extra.EDGES_PENDING):
         return Decision(Action.EDGES)
-    if not checkpoint.tasks:
+    tasks = checkpoint.tasks
+    if not tasks:
         return Decision(Action.COMPLETE)
-    resumed = is_resumed(checkpoint)
-    if not resumed:
-        stops = set(interrupt_before)
-        for task in checkpoint.tasks:
-            if task.node in stops:
+    resumed = bool(extra) and is_resumed(checkpoint)
+    if not resumed and interrupt_before:
+        for task in tasks:
+            if task.node in interrupt_before:
                 return Decision(Action.PARK, node=task.node, parking=Parking(task.node))
-    if steps_taken(checkpoint) >= limit:
+    if extra and steps_taken(checkpoint) >= limit:
         return fail(checkpoint.next[0], recursion_error(limit, checkpoint.next))
     ask: tuple[str, ...] = ()
-    if not resumed:
-        asking = set(interruptible)
-        ask = tuple(dict.fromkeys(t.node for t in checkpoint.tasks if t.node in asking))
-    return Decision(Action.DISPATCH, tasks=checkpoint.tasks, ask=ask)
+    if not resumed and interruptible:
+        ask = tuple(dict.fromkeys(t.node for t in tasks if t.node in interruptible))
+    return Decision(Action.DISPATCH, tasks=tasks, ask=ask)
 
 
 def decide_step(tasks: Sequence[PendingTask], marks: StepMarks) -> Decision:

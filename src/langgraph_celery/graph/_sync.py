@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -29,24 +28,24 @@ SHARED_POOL = ThreadPoolExecutor(max_workers=64, thread_name_prefix="langgraph-c
 _HELPER = ThreadPoolExecutor(max_workers=8, thread_name_prefix="langgraph-celery-sync")
 _IO_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="langgraph-celery-io")
 _local = threading.local()
-_OWN_LOOPS: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
 
 def _thread_loop() -> asyncio.AbstractEventLoop:
     loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
     if loop is None or loop.is_closed():
         loop = asyncio.new_event_loop()
-        _OWN_LOOPS.add(loop)
         _local.loop = loop
     return loop
 
 
 def on_own_loop() -> bool:
-    """Whether the running event loop is one of the library's (blocking on it is harmless)."""
+    """Whether the running event loop is one of the library's (blocking on it is harmless):
+    each thread runs at most its own (:func:`_thread_loop`)."""
     try:
-        return asyncio.get_running_loop() in _OWN_LOOPS
+        running = asyncio.get_running_loop()
     except RuntimeError:
         return True
+    return running is getattr(_local, "loop", None)
 
 
 async def blocking(call: Callable[..., T], *args: Any) -> T:
