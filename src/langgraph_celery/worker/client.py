@@ -151,7 +151,7 @@ class CelerySource:
             # of two first runs): the thread stays as it was (timer included) and usable.
             self._release(latest, claim)
             raise
-        await runtime.engine.record(checkpoint, RunStatus.RUNNING)
+        _store(runtime.record, checkpoint, RunStatus.RUNNING)  # (an upsert: made again if need be)
         try:
             if graph_input.is_resume:
                 runtime.executor._send_resume(runtime.envelope(checkpoint))
