@@ -14,7 +14,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from langgraph_celery.checkpoint.base import PendingTask
 from langgraph_celery.checkpoint.index import missing_for_celery
 from langgraph_celery.errors import GraphDefinitionError
-from langgraph_celery.worker import names, routing
+from langgraph_celery.worker import endings, names, routing
 from langgraph_celery.worker.envelope import MalformedMessage, TaskEnvelope
 from langgraph_celery.worker.guard import GuardTaskMessages
 from langgraph_celery.worker.notify import Notifier
@@ -376,7 +376,7 @@ def _on_node_failure(
         return
     runtime = _registry(task.app).get(envelope.graph_id)
     if runtime is not None:
-        runtime.fail_past_hard_limit(envelope)
+        endings.fail_past_hard_limit(runtime, envelope)
 
 
 def _on_task_revoked(sender: Any = None, request: Any = None, **_: Any) -> None:
@@ -393,7 +393,7 @@ def _on_task_revoked(sender: Any = None, request: Any = None, **_: Any) -> None:
     app = getattr(sender, "app", None)
     runtime = _registry(app).get(envelope.graph_id) if app is not None else None
     if runtime is not None:
-        runtime.cancel_revoked(envelope)
+        endings.cancel_revoked(runtime, envelope)
 
 
 signals.task_revoked.connect(_on_task_revoked, weak=False, dispatch_uid="langgraph_celery")

@@ -42,7 +42,7 @@ from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.retry import RetryPolicy, _RetryHook
 from langgraph_celery.graph.types import END, GraphInterrupt
 from langgraph_celery.serde import JsonSerializer
-from langgraph_celery.worker import names
+from langgraph_celery.worker import endings, names
 from langgraph_celery.worker.envelope import TaskEnvelope
 from langgraph_celery.worker.results import TaskResult, TaskStatus
 
@@ -56,7 +56,7 @@ log = logging.getLogger("langgraph_celery.worker")
 
 
 def jsonable_config(config: RunnableConfig) -> dict[str, Any]:
-    """What a task message (and an invocation's first checkpoint) carries of a run's config."""
+    """What each checkpoint of an invocation records of its config (``Extra.RUN_CONFIG``)."""
     data: dict[str, Any] = {"metadata": dict(config.metadata), "clone_state": config.clone_state}
     if config.recursion_limit is not None:
         data["recursion_limit"] = config.recursion_limit
@@ -118,11 +118,6 @@ class GraphRuntime:
             node=task.node if task is not None else None,
             task_id=task.id if task is not None else None,
         )
-
-    def writes(self, checkpoint: Checkpoint) -> dict[str, Any]:
-        """The pending writes (and markers) of ``checkpoint`` by task id."""
-        stored = self.saver.get_writes(checkpoint.thread_id, checkpoint.checkpoint_id)
-        return {write.task_id: write.update for write in stored}
 
     # -- marks --------------------------------------------------------------------------------
 
@@ -282,7 +277,7 @@ class GraphRuntime:
         if marks.cancelled or (marks.stopped and len(checkpoint.tasks) == 1):
             return TaskResult(TaskStatus.STOPPED, task.node).to_data()
         if redelivered and task.id not in marks.updates:
-            self.count_delivery(checkpoint, task, marks)
+            endings.count_delivery(self, checkpoint, task, marks)
         # A sibling failed or was interrupted: this node still runs and records its update, as
         # every node of a step does in process, so that a resume finds the same writes.
         result = run_sync(
@@ -296,86 +291,6 @@ class GraphRuntime:
             timeout = self.timeouts.get(node)
             return TimeoutError(f"node {node!r} did not finish within its timeout of {timeout:g} s")
         return error
-
-    def cancel_revoked(self, envelope: TaskEnvelope) -> None:
-        """The node of ``envelope``'s task was revoked: cancel the run at that step (unless
-        the step was done or the run stopped meanwhile); it stays resumable."""
-        view = self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
-        checkpoint = view.checkpoint
-        if checkpoint is None:
-            return
-        marks = StepMarks.of_view(view)
-        if marks.stopped or marks.step_committed or (envelope.task_id or "") in marks.updates:
-            return
-        self.record(checkpoint, RunStatus.CANCELLED, envelope.node)
-        self.mark(checkpoint, Mark.CANCEL, envelope.node or END, {"revoked": True})
-        self.saver.clear_timer(checkpoint.thread_id, checkpoint.run_id)
-        log.warning(
-            "node %r of thread %r: its task was revoked, run %s cancelled",
-            envelope.node,
-            envelope.thread_id,
-            checkpoint.run_id,
-        )
-
-    def fail_past_hard_limit(self, envelope: TaskEnvelope) -> None:
-        """The node of ``envelope``'s task ran past its hard time limit and its process was
-        killed: the run fails (unless the step was done or stopped meanwhile)."""
-        view = self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
-        checkpoint = view.checkpoint
-        node = envelope.node or "?"
-        if checkpoint is None or node not in checkpoint.next:
-            return
-        marks = StepMarks.of_view(view)
-        if marks.stopped or marks.step_committed or (envelope.task_id or "") in marks.updates:
-            return
-        timeout = self.timeouts.get(node) or 0
-        failure = Failure(
-            node,
-            "TimeoutError",
-            f"node {node!r} ran past its hard time limit (its timeout of {timeout:g} s raised "
-            "TimeoutError in it and it went on): its worker process was killed",
-        )
-        self.mark_failed(checkpoint, failure)
-        log.error("node %r of thread %r: %s", node, envelope.thread_id, failure.message)
-
-    def count_delivery(self, checkpoint: Checkpoint, task: PendingTask, marks: StepMarks) -> None:
-        """Record one more delivery of ``task``'s message after its worker process died; past
-        ``max_deliveries`` the run fails instead of running the node again (a node that kills
-        its process every time would otherwise come back in a tight loop)."""
-        first = marks.deliveries.get(task.id, 1) + 1
-        number = next(
-            (
-                n
-                for n in range(first, first + 8)
-                if self.saver.put_writes(
-                    checkpoint.thread_id,
-                    checkpoint.checkpoint_id,
-                    Mark.delivery(task.id, n),
-                    task.node,
-                    {"at": datetime.now(UTC).isoformat()},
-                )
-            ),
-            first + 8,
-        )
-        limit = self.executor.max_deliveries
-        if number <= limit:
-            log.warning(
-                "node %r of thread %r: delivery %d of %d (its worker process died)",
-                task.node,
-                checkpoint.thread_id,
-                number,
-                limit,
-            )
-            return
-        failure = Failure(
-            task.node,
-            "WorkerLostError",
-            f"the worker process running node {task.node!r} died on each of its {number - 1} "
-            "deliveries (killed, exited, or past its hard time limit); the run failed rather "
-            "than run the node again: fix the cause and resume it",
-        )
-        self.mark_failed(checkpoint, failure)
-        raise NodeError(failure.node_id, failure.error_type, failure.message)
 
     async def _run_task(
         self,
