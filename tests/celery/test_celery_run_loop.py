@@ -411,3 +411,26 @@ def test_the_run_index_shows_each_run_running_parked_completed_failed_or_cancell
     listed = {r.run_id: r.status for r in saver.list_runs(graph_id="slow", limit=100)}
     assert listed[handle.run_id] is RunStatus.COMPLETED
     assert listed[doomed.run_id] is RunStatus.CANCELLED
+
+
+def test_cancelling_a_celery_stream_cancels_its_run(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    graph = celery_stack.graph("slow")
+    config = RunnableConfig(thread_id=thread)
+    redis_client.set(f"hold:{thread}:a", 1)
+    stream = graph.stream({"thread": thread}, config)
+    outputs = []
+    try:
+        for output in stream:
+            outputs.append(output.node)
+            if output.node == "__START__":
+                assert stream.cancel() is True
+    finally:
+        redis_client.delete(f"hold:{thread}:a")
+    assert outputs == ["__START__"]
+    assert stream.is_cancelled() and stream.result.is_empty()
+    run_id = celery_stack.saver.get(thread).run_id
+    assert RunHandle.from_run_id(graph, run_id).status() == "cancelled"
+    state = graph.invoke(GraphInput.resume(), config, timeout=30)  # resumable
+    assert state.data["log"] == ["a", "b", "c"]

@@ -24,10 +24,28 @@ __all__ = ["Outcome", "run_local"]
 
 @dataclass
 class Outcome:
-    """Filled in when the run stops: the stream's final value."""
+    """Filled in when the run stops: the stream's final value.  The stream's ``cancel()`` sets
+    ``cancelled`` (and ``interrupt``) from any thread; the executor stops the run before its
+    next step (with ``interrupt``, it cancels the step running, ``step``, on its ``loop``)."""
 
     value: Any = None
     done: bool = False
+    cancelled: bool = False
+    interrupt: bool = False
+    step: asyncio.Task[Any] | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+
+    def cancel(self, interrupt: bool) -> None:
+        self.interrupt = self.interrupt or interrupt
+        self.cancelled = True
+        step, loop = self.step, self.loop
+        if interrupt and step is not None and loop is not None:
+
+            def interrupt_step() -> None:  # (on the loop: only if that step still runs)
+                if self.step is step:
+                    step.cancel()
+
+            loop.call_soon_threadsafe(interrupt_step)
 
 
 async def _run_tasks(
@@ -138,6 +156,10 @@ async def run_local(
             ):
                 status = RunStatus.CANCELLED  # stopped between two steps, resumable
                 raise _timed_out(engine, checkpoint, timeout)
+            if outcome.cancelled:
+                status = RunStatus.CANCELLED  # stopped before its next step, resumable
+                outcome.value, outcome.done = None, True
+                return
             checkpoint, decision = await engine.next_decision(checkpoint, config)
             if decision.action is Action.COMPLETE:
                 end, outcome.value = await engine.complete(checkpoint, config)
@@ -153,7 +175,20 @@ async def run_local(
                 assert decision.error is not None
                 status, node = RunStatus.FAILED, decision.node
                 raise decision.error
-            step = await _execute_step(engine, checkpoint, config)
+            # (the task running this step, for cancel(interrupt=True) to cancel from any thread)
+            outcome.loop, outcome.step = asyncio.get_running_loop(), asyncio.current_task()
+            try:
+                step = await _execute_step(engine, checkpoint, config)
+            except asyncio.CancelledError:
+                if not (outcome.cancelled and outcome.interrupt):
+                    raise  # (the caller's own task was cancelled)
+                if outcome.step is not None:
+                    outcome.step.uncancel()  # the cancellation was ours, and is handled here
+                status = RunStatus.CANCELLED  # the step stays for a resume
+                outcome.value, outcome.done = None, True
+                return
+            finally:
+                outcome.step = None
             updates = step.marks.updates
             decision = _loop.decide_step(checkpoint.tasks, step.marks)
             if decision.action is not Action.COMMIT:

@@ -95,6 +95,21 @@ class GraphStream(Iterator[NodeOutput], AsyncIterator[NodeOutput]):
         self._finished = False
         self._pinned: ThreadPoolExecutor | None = None
 
+    def cancel(self, interrupt: bool = False) -> bool:
+        """Stop the run before its next step; with ``interrupt``, also cancel the async nodes of
+        the step that is running (plain nodes finish in their threads).  The checkpoints stored
+        so far stay, so the thread can be resumed; iteration ends, and ``result.is_empty()``.
+        On Celery it cancels the run as ``RunHandle.cancel()`` does.  ``False`` if the stream
+        had ended already."""
+        if self._finished or self._outcome.done:
+            return False
+        self._outcome.cancel(interrupt)
+        return True
+
+    def is_cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called before the stream ended."""
+        return self._outcome.cancelled
+
     @property
     def result(self) -> GraphResult:
         """The run's :class:`GraphResult`; available after the stream is exhausted."""

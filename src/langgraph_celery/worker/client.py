@@ -481,6 +481,10 @@ class CelerySource:
                     seen = latest
                     delay = _POLL_MIN
                 status = status_of(view)
+                if outcome.cancelled and not status.terminal:  # the stream's cancel()
+                    await _sync.blocking(self.cancel, checkpoint.thread_id, checkpoint.run_id)
+                    outcome.value, outcome.done = None, True
+                    return
                 if status.terminal:
                     for output in await self._settle(status, config, outcome):
                         yield output
@@ -524,7 +528,17 @@ class CelerySource:
 
     # -- steering ---------------------------------------------------------------------------------
 
-    def cancel(self, run_id: str, latest_of_run: Callable[[], Checkpoint | None]) -> bool:
+    def latest_of_run(self, thread_id: str, run_id: str) -> Checkpoint | None:
+        """The latest checkpoint of run ``run_id`` of the thread (usually the thread's latest)."""
+        saver = self.runtime.saver
+        latest = saver.get(thread_id)
+        if latest is not None and latest.run_id != run_id:
+            for checkpoint in saver.list(thread_id):
+                if checkpoint.run_id == run_id:
+                    return checkpoint
+        return latest
+
+    def cancel(self, thread_id: str, run_id: str) -> bool:
         """Stop run ``run_id`` at its current step; True if this call cancelled it (False when
         it had stopped, or reached END while being cancelled: it stays completed).
 
@@ -532,6 +546,10 @@ class CelerySource:
         sees the mark on its parent checkpoint and stops.
         """
         runtime = self.runtime
+
+        def latest_of_run() -> Checkpoint | None:
+            return self.latest_of_run(thread_id, run_id)
+
         status = read_status(runtime, _store(latest_of_run))
         if status.terminal or status.checkpoint is None:
             return False

@@ -57,13 +57,7 @@ class RunHandle:
         return source
 
     def _latest_of_run(self) -> Checkpoint | None:
-        saver = self.graph._saver()
-        latest = saver.get(self.thread_id)
-        if latest is not None and latest.run_id != self.run_id:
-            for checkpoint in saver.list(self.thread_id):
-                if checkpoint.run_id == self.run_id:
-                    return checkpoint
-        return latest
+        return self._source().latest_of_run(self.thread_id, self.run_id)
 
     def _status(self) -> Status:
         """Where the run stands: one read when it is the thread's latest run (the usual case)."""
@@ -131,4 +125,4 @@ class RunHandle:
         Nodes already running finish, but no further step is dispatched: the next node task
         sees the mark on its parent checkpoint and stops.
         """
-        return self._source().cancel(self.run_id, self._latest_of_run)
+        return self._source().cancel(self.thread_id, self.run_id)

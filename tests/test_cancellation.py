@@ -1,0 +1,158 @@
+"""Cancelling a stream (SPEC §9), in process; LangGraph4j's ``CancellationTest`` is the
+reference (graphCancelTest, graphWithParallelNodesCancelTest), with shorter delays."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from langgraph_celery import (
+    END,
+    START,
+    Channels,
+    CompileConfig,
+    GraphInput,
+    RunnableConfig,
+    StateGraph,
+)
+from langgraph_celery.checkpoint import BaseCheckpointSaver, RunStatus
+
+
+def waiting_node(
+    name: str, delay: float, done: list[str], started: threading.Event | None = None
+) -> Any:
+    async def node(state: Any) -> dict[str, Any]:
+        if started is not None:
+            started.set()
+        await asyncio.sleep(delay)
+        done.append(name)
+        return {"messages": name}
+
+    return node
+
+
+def three_agents(
+    done: list[str],
+    delay: float = 0.3,
+    saver: Any = None,
+    started: threading.Event | None = None,
+) -> Any:
+    return (
+        StateGraph({"messages": Channels.appender()})
+        .add_node("agent_1", waiting_node("agent_1", delay, done, started))
+        .add_node("agent_2", waiting_node("agent_2", delay, done))
+        .add_node("agent_3", waiting_node("agent_3", delay, done))
+        .add_edge(START, "agent_1")
+        .add_edge("agent_1", "agent_2")
+        .add_edge("agent_2", "agent_3")
+        .add_edge("agent_3", END)
+        .compile(CompileConfig(checkpoint_saver=saver, graph_id="agents" if saver else None))
+    )
+
+
+def cancel_when(event: threading.Event, stream: Any, interrupt: bool) -> threading.Thread:
+    def cancel() -> None:
+        event.wait(10)
+        stream.cancel(interrupt)
+
+    thread = threading.Thread(target=cancel)
+    thread.start()
+    return thread
+
+
+def test_an_interrupted_stream_ends_at_once_with_an_empty_result() -> None:
+    done: list[str] = []
+    started = threading.Event()
+    stream = three_agents(done, delay=5.0, started=started).stream(GraphInput.no_args())
+    canceller = cancel_when(started, stream, interrupt=True)  # once agent_1 runs
+    outputs = [output.node for output in stream]
+    canceller.join()
+    assert outputs == [START]  # agent_1 was cancelled in its sleep: nothing after START
+    assert done == []
+    assert stream.is_cancelled()
+    assert stream.result.is_empty()
+    assert stream.cancel() is False  # (ended)
+
+
+def test_a_cancel_without_interrupt_lets_the_running_step_finish_then_stops() -> None:
+    done: list[str] = []
+    started = threading.Event()
+    stream = three_agents(done, delay=0.2, started=started).stream(GraphInput.no_args())
+    canceller = cancel_when(started, stream, interrupt=False)  # while agent_1 runs
+    outputs = [output.node for output in stream]
+    canceller.join()
+    assert outputs == [START, "agent_1"]
+    assert done == ["agent_1"]
+    assert stream.is_cancelled() and stream.result.is_empty()
+
+
+def test_a_cancel_between_steps_stops_before_the_next() -> None:
+    done: list[str] = []
+    stream = three_agents(done, delay=0.01).stream(GraphInput.no_args())
+    outputs = []
+    for output in stream:
+        outputs.append(output.node)
+        if output.node == START:
+            assert stream.cancel() is True
+    assert outputs == [START]
+    assert done == []
+
+
+def test_parallel_nodes_finish_their_step_and_the_join_never_runs() -> None:
+    done: list[str] = []
+    started = threading.Event()
+    graph = (
+        StateGraph({"messages": Channels.appender()})
+        .add_node("node_start", lambda state: {})
+        .add_node("agent_1", waiting_node("agent_1", 0.2, done))
+        .add_node("agent_2", waiting_node("agent_2", 0.3, done, started))
+        .add_node("agent_3", waiting_node("agent_3", 0.2, done))
+        .add_node("node_end", lambda state: {"messages": "end"})
+        .add_edge(START, "node_start")
+        .add_edge("node_start", "agent_1")
+        .add_edge("node_start", "agent_2")
+        .add_edge("node_start", "agent_3")
+        .add_edge(["agent_1", "agent_2", "agent_3"], "node_end")
+        .add_edge("node_end", END)
+        .compile()
+    )
+    stream = graph.stream(GraphInput.no_args())
+    canceller = cancel_when(started, stream, interrupt=False)  # while the three run
+    outputs = [output.node for output in stream]
+    canceller.join()
+    assert outputs == [START, "node_start", "agent_1", "agent_2", "agent_3"]
+    assert sorted(done) == ["agent_1", "agent_2", "agent_3"]
+    assert stream.result.is_empty()
+
+
+def test_an_async_stream_is_cancelled_too() -> None:
+    done: list[str] = []
+
+    async def main() -> list[str]:
+        stream = three_agents(done, delay=5.0).astream(GraphInput.no_args())
+        seen = []
+        async for output in stream:
+            seen.append(output.node)
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.05, stream.cancel, True)  # while agent_1 sleeps
+        assert stream.is_cancelled() and stream.result.is_empty()
+        return seen
+
+    assert asyncio.run(main()) == [START]
+    assert done == []
+
+
+def test_a_cancelled_run_keeps_its_checkpoints_and_resumes(saver: BaseCheckpointSaver) -> None:
+    done: list[str] = []
+    graph = three_agents(done, delay=0.01, saver=saver)
+    config = RunnableConfig(thread_id="cancelled")
+    stream = graph.stream({"messages": []}, config)
+    for output in stream:
+        if output.node == "agent_1":
+            stream.cancel()
+    assert graph.get_state(config).next == ("agent_2",)
+    run = saver.get_run(saver.get("cancelled").run_id)  # type: ignore[attr-defined]
+    assert run is not None and run.status is RunStatus.CANCELLED
+    state = graph.invoke(GraphInput.resume(), config)
+    assert state.data["messages"] == ["agent_1", "agent_2", "agent_3"]
