@@ -199,7 +199,14 @@ def test_a_reducer_field_is_checked_on_what_the_reducer_makes() -> None:
         graph.compile().invoke({"messages": [Message(role="user", text="q")]})
     message = str(caught.value)
     assert "node 'talker' wrote an invalid value for field 'messages'" in message
-    assert "at [1]:" in message  # the element the update added
+    assert "at [0]:" in message  # the element of the update (not of the merged list)
+
+
+def test_a_reducer_field_is_not_blamed_for_what_is_already_there() -> None:
+    """The input is not validated: a node adding a valid message to an invalid list passes."""
+    talk = lambda s: {"messages": [Message(role="ai", text="hi")]}  # noqa: E731
+    state = single(ChatModel, talk).compile().invoke({"messages": ["raw input"]})
+    assert state["messages"] == ["raw input", Message(role="ai", text="hi")]
 
 
 def test_plain_fields_store_the_validated_value() -> None:

@@ -278,7 +278,7 @@ class TaskRunner:
             update = compose_updates(self.spec.schema, before_update, update or {})
         typed = self.spec.typed
         if typed is not None and update:
-            update = typed.check_update(node, update, values, self.spec.schema)
+            update = typed.check_update(node, update, self.spec.schema)
         if goto is not None:
             # where the Command goes travels with the update, as data (see _algo.GOTO)
             return {**(update or {}), GOTO: goto}

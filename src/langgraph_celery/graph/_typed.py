@@ -15,8 +15,9 @@ field is an :class:`InvalidUpdateError` naming the node and the key; with a pyda
 field the update writes is validated (its type and ``Field`` constraints, pydantic's lax mode
 unless the model is ``strict``), a bad value being an ``InvalidUpdateError`` naming the node and
 the field.  A plain field stores the validated value (``"3"`` for an ``int`` field is stored as
-``3``, a dict for a model field as the model); a reducer field is checked on the value the
-reducer makes of the node's update and stores what the reducer makes.
+``3``, a dict for a model field as the model); a reducer field is checked on what its reducer
+makes of the update from the field's default (for a list, the items the update adds: neither the
+state's size nor what other writers put there matters) and stores what the reducer makes.
 
 :attr:`TypedSchema.types` are the enums, dataclasses and pydantic models the fields' types name
 (through containers, unions, and the fields of those models and dataclasses): ``compile()``
@@ -109,11 +110,7 @@ class TypedSchema:
         return self.source.__name__
 
     def check_update(
-        self,
-        node: str,
-        update: dict[str, Any],
-        values: Mapping[str, Any],
-        schema: Mapping[str, Channel],
+        self, node: str, update: dict[str, Any], schema: Mapping[str, Channel]
     ) -> dict[str, Any]:
         """``node``'s update checked against the schema (see the module docstring); returns it
         with plain fields' values as validated."""
@@ -134,10 +131,10 @@ class TypedSchema:
             if channel is None or channel.reducer is None:
                 checked[key] = self._validate(node, key, new)
                 continue
-            merged = {key: values[key]} if key in values else {}
-            apply_update(schema, merged, {key: new}, f"node {node!r}'s update")
-            if key in merged:
-                self._validate(node, key, merged[key])
+            made: dict[str, Any] = {}  # (from the field's default, not the run's value)
+            apply_update(schema, made, {key: new}, f"node {node!r}'s update")
+            if key in made:
+                self._validate(node, key, made[key])
         return checked
 
     def _validate(self, node: str, key: str, value: Any) -> Any:
