@@ -108,9 +108,14 @@ def labelled(goto: Any, update: dict[str, Any] | None = None) -> StateGraph:
     return graph.add_edge(START, "route").add_edge("L", END).add_edge("R", END)
 
 
-def test_a_label_goes_to_its_node_and_the_update_is_the_nodes() -> None:
-    config = RunnableConfig(stream_mode=StreamMode.UPDATES)
-    outputs = list(labelled("right", {"messages": "routed"}).compile().stream({}, config))
+@pytest.mark.parametrize("mode", [StreamMode.UPDATES, StreamMode.SNAPSHOTS])
+def test_a_label_goes_to_its_node_and_the_update_is_the_nodes(
+    saver: BaseCheckpointSaver, mode: StreamMode
+) -> None:
+    compiled = labelled("right", {"messages": "routed"}).compile(
+        CompileConfig(checkpoint_saver=saver)
+    )
+    outputs = list(compiled.stream({}, RunnableConfig(thread_id="t", stream_mode=mode)))
     assert [o.node for o in outputs] == [START, "route", "R", END]
     # the node's update as streamed: the Command's update, nothing of where it goes
     assert outputs[1].update == {"messages": "routed"}

@@ -160,6 +160,7 @@ class Engine:
         update: Mapping[str, Any] | None = None,
     ) -> NodeOutput:
         mode = config.stream_mode
+        update = _algo.without_goto(update)  # (a command node's output is its update)
         if mode is StreamMode.SNAPSHOTS:
             snapshot = self.snapshot(checkpoint, config)
             return StateSnapshot(
@@ -173,7 +174,6 @@ class Engine:
                 parent_config=snapshot.parent_config,
                 metadata=snapshot.metadata,
             )
-        update = _algo.without_goto(update)
         if mode is StreamMode.UPDATES:
             return NodeOutput(node, state, dict(update) if update is not None else {})
         return NodeOutput(node, state)

@@ -257,7 +257,8 @@ class TaskRunner:
         threaded: bool = False,
     ) -> dict[str, Any] | None:
         """Run one node task; returns its update (checked, its before-call hooks' updates
-        included) or raises what the node raised."""
+        included; for a command node, with where its Command goes under ``_algo.GOTO``) or
+        raises what the node raised."""
         node = task.node
         state = self.make_state(task.arg if task.has_arg else values, config.clone_state)
         node_config = config._for_runtime(node_id=node)
