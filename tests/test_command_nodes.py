@@ -410,3 +410,12 @@ def test_update_state_as_a_command_node_has_no_next(saver: BaseCheckpointSaver) 
     snapshot = compiled.get_state(config)
     assert snapshot.next == ()
     assert snapshot.state.value("messages") == ["L", "edited"]
+
+
+def test_a_routes_command_may_send_too() -> None:
+    """(As a command node's: Command(goto=Send(...)) from a conditional edge.)"""
+    graph = StateGraph({"results": Channels.appender()})
+    graph.add_node("plan", lambda s: None).add_node("work", lambda s: {"results": [s["n"]]})
+    graph.add_edge(START, "plan").add_edge("work", END)
+    graph.add_conditional_edges("plan", lambda s: Command(goto=Send("work", {"n": 7})), ["work"])
+    assert graph.compile().invoke({})["results"] == [7]

@@ -206,8 +206,7 @@ def _resolve_label(spec: GraphSpec, source: str, label: Any) -> str:
 def decide_route(spec: GraphSpec, source: str, result: Any) -> RouteDecision:
     """Interpret a route's return value: a label, a Command, a list of labels or of Sends."""
     if isinstance(result, Command):
-        goto = [result.goto] if isinstance(result.goto, str) else list(result.goto)
-        inner = decide_route(spec, source, goto)
+        inner = decide_route(spec, source, _goto_items(result.goto))
         return RouteDecision(inner.targets, inner.sends, result.update)
     if isinstance(result, Send):
         result = [result]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -49,7 +49,7 @@ class Command:
     """What a route, or a command node (one added with ``destinations``), may return: where to
     go next (a label, a :class:`Send`, or a list of them) and an update to merge first."""
 
-    goto: str | Sequence[str] = ()
+    goto: Hashable | Sequence[Hashable] = ()
     update: Mapping[str, Any] | None = None
 
 
