@@ -225,3 +225,25 @@ def test_node_named_like_start_identifier(kind: str) -> None:
         ("__start__", "start", None, False),
         ("start", END, None, False),
     }
+
+
+# -- command nodes (SPEC §9) ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["mermaid", "plantuml"])
+def test_a_command_nodes_destinations_are_drawn_as_labelled_conditional_edges(kind: str) -> None:
+    graph = StateGraph()
+    graph.add_node("ask", noop, [END, "tool"])
+    graph.add_node("route", noop, {"yes": "ask", "no": END})
+    graph.add_node("tool", noop)
+    graph.add_edge(START, "route").add_edge("tool", END)
+    nodes, edges = PARSERS[kind](graph.compile().get_graph(kind).content)
+    assert sorted(nodes.values()) == sorted([START, END, "ask", "route", "tool"])
+    assert edges == {
+        (START, "route", None, False),
+        ("route", "ask", "yes", True),
+        ("route", END, "no", True),
+        ("ask", END, END, True),
+        ("ask", "tool", "tool", True),
+        ("tool", END, None, False),
+    }

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 from types import MappingProxyType
-from typing import Any, TypedDict
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -260,47 +259,28 @@ def test_compiled_graph_id_comes_from_compile_config() -> None:
 # -- the schema --------------------------------------------------------------------------------
 
 
-class TypedState(TypedDict):
-    messages: list[str]
-
-
-@dataclasses.dataclass
-class DataState:
-    messages: list[str] = dataclasses.field(default_factory=list)
-
-
-class ModelState(BaseModel):
-    messages: list[str] = []
+class Point(BaseModel):
+    x: int
 
 
 @pytest.mark.parametrize(
     ("schema", "named"),
     [
-        (TypedState, "the TypedDict class 'TypedState'"),
-        (DataState, "the dataclass 'DataState'"),
-        (ModelState, "the pydantic model class 'ModelState'"),
         (dict, "the class 'dict'"),
-        (ModelState(), "a ModelState"),
+        (int, "the class 'int'"),
+        (Point(x=1), "a Point"),
         (["messages"], "a list"),
     ],
 )
-def test_a_schema_that_is_not_a_mapping_of_channels_is_refused_clearly(
+def test_a_schema_that_is_not_a_mapping_of_channels_or_a_typed_class_is_refused_clearly(
     schema: Any, named: str
 ) -> None:
     with pytest.raises(GraphDefinitionError) as caught:
         StateGraph(schema)
     message = str(caught.value)
     assert "a mapping of state key -> Channel" in message
+    assert "a TypedDict, dataclass or pydantic model class" in message
     assert named in message
-    typed = "Typed schemas (a TypedDict, dataclass or pydantic model class) are not supported yet"
-    assert typed in message
-
-
-def test_a_typing_extensions_typed_dict_is_named_as_one() -> None:
-    extensions = pytest.importorskip("typing_extensions")  # pydantic's dependency
-    state = extensions.TypedDict("ExtState", {"messages": list})
-    with pytest.raises(GraphDefinitionError, match="the TypedDict class 'ExtState'"):
-        StateGraph(state)
 
 
 def test_a_schema_value_that_is_not_a_channel_is_refused() -> None:

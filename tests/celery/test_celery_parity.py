@@ -79,3 +79,20 @@ def test_same_result_in_process_and_on_workers(
     assert remote["state"] == expected["state"]
     assert len(remote["history"]) == len(expected["history"])
     assert remote["history"] == expected["history"]
+
+
+def test_a_command_nodes_updates_stream_alike(celery_stack: CeleryStack, thread: str) -> None:
+    """A command node's streamed update is its Command's update (where it goes is carried with
+    it, never shown), in process and on workers."""
+    scenario = SCENARIOS["command_nodes"]
+    local = scenario.build().compile(CompileConfig(checkpoint_saver=MemorySaver()))
+    config = RunnableConfig(thread_id=thread, stream_mode=StreamMode.UPDATES)
+    graph_input = scenario.calls[0][0]
+
+    def updates(graph: CompiledGraph) -> list[str]:
+        return sorted(repr((o.node, o.update)) for o in graph.stream(graph_input, config))
+
+    expected = updates(local)
+    assert repr(("triage", {"log": ["triage"], "round": 1})) in expected
+    assert not any("__goto__" in line for line in expected)
+    assert updates(celery_stack.graph("parity-command_nodes")) == expected

@@ -19,13 +19,24 @@ from langgraph_celery.graph.state import apply_update
 from langgraph_celery.graph.types import END, Command, Send
 
 __all__ = [
+    "GOTO",
     "RouteDecision",
+    "command_gotos",
+    "command_routes",
+    "command_write",
     "decide_route",
     "interrupt_after_node",
     "merge_writes",
     "order_tasks",
     "plan_next",
+    "without_goto",
 ]
+
+#: The reserved key under which a command node's write carries where its ``Command`` goes: a
+#: list of node ids (or ``END``) and :class:`Send`\ s, resolved through the node's
+#: ``destinations``.  It travels with the update (a pending write, a checkpoint's ``writes``
+#: metadata, a Celery task's result) and is never merged into the state.
+GOTO = "__goto__"
 
 
 def check_update(node: str, update: Any) -> dict[str, Any] | None:
@@ -39,11 +50,91 @@ def check_update(node: str, update: Any) -> dict[str, Any] | None:
                     f"node {node!r} returned an update with non-string key {key!r}; state keys "
                     "are strings"
                 )
+            if key == GOTO:
+                raise InvalidUpdateError(
+                    f"node {node!r} returned an update with key {GOTO!r}, which is reserved for "
+                    "where a Command goes; rename the key, or return Command(goto=..., update=...)"
+                )
         return dict(update)
     raise InvalidUpdateError(
         f"node {node!r} returned {type(update).__name__}; a node must return a mapping of state "
         "updates or None"
     )
+
+
+def _goto_items(goto: Any) -> list[Any]:
+    return list(goto) if isinstance(goto, list | tuple) else [goto]
+
+
+def command_write(spec: GraphSpec, node: str, command: Command) -> dict[str, Any]:
+    """A command node's ``Command`` as its write: the update (checked like any node's) with
+    where it goes under :data:`GOTO` (node ids and Sends, resolved through the node's
+    ``destinations``).  A label outside them, or a Command from a node without destinations,
+    is an :class:`InvalidUpdateError` naming the node."""
+    destinations = spec.destinations.get(node)
+    if destinations is None:
+        raise InvalidUpdateError(
+            f"node {node!r} returned a Command, but it has no destinations; add it with "
+            f"add_node({node!r}, action, destinations=[...]) listing where it may go, or route "
+            "with add_conditional_edges"
+        )
+    allowed = set(destinations.values())
+    known = ", ".join(str(label) for label in destinations)
+    goto: list[Any] = []
+    for item in _goto_items(command.goto):
+        if isinstance(item, Send):
+            if item.node not in allowed or item.node == END:
+                raise InvalidUpdateError(
+                    f"node {node!r} returned a Command that sends to {item.node!r}, which is not "
+                    f"among its destinations ({known}); add it to destinations"
+                )
+            goto.append(item)
+            continue
+        try:
+            target = destinations[item]
+        except (KeyError, TypeError):  # (TypeError: an unhashable label)
+            raise InvalidUpdateError(
+                f"node {node!r} returned Command(goto={item!r}), which is not among its "
+                f"destinations ({known}); go to one of them, or add it to destinations"
+            ) from None
+        if target not in goto:
+            goto.append(target)
+    update = check_update(node, command.update) or {}
+    return {**update, GOTO: goto}
+
+
+def without_goto(update: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """A node's write as its update: without the :data:`GOTO` of a Command."""
+    if update is None or GOTO not in update:
+        return update
+    return {key: value for key, value in update.items() if key != GOTO}
+
+
+def command_gotos(writes: Sequence[tuple[str, Mapping[str, Any] | None]]) -> dict[str, list[Any]]:
+    """Where the command nodes of a step go, by node, from the step's writes (in task order):
+    the node ids of all its tasks' Commands, then their Sends (JSON-storable, as the writes)."""
+    found: dict[str, tuple[list[str], list[Send]]] = {}
+    for node, write in writes:
+        if not write or GOTO not in write:
+            continue
+        targets, sends = found.setdefault(node, ([], []))
+        for item in write[GOTO]:
+            if isinstance(item, Send):
+                sends.append(item)
+            elif item not in targets:
+                targets.append(item)
+    return {node: [*targets, *sends] for node, (targets, sends) in found.items()}
+
+
+def command_routes(gotos: Mapping[str, Sequence[Any]]) -> dict[str, RouteDecision]:
+    """:func:`command_gotos` as the route decisions :func:`plan_next` takes."""
+    return {
+        node: RouteDecision(
+            tuple(item for item in items if not isinstance(item, Send)),
+            tuple(item for item in items if isinstance(item, Send)),
+        )
+        for node, items in gotos.items()
+    }
 
 
 def order_tasks(spec: GraphSpec, tasks: Iterable[PendingTask]) -> list[PendingTask]:
@@ -62,6 +153,7 @@ def merge_writes(
     Two writes of one step to the same key without a reducer are an :class:`InvalidUpdateError`.
     """
     merged = dict(values)
+    writes = [(node, without_goto(update)) for node, update in writes]
     if len(writes) > 1:
         writers: dict[str, str] = {}
         for node, update in writes:
@@ -114,8 +206,7 @@ def _resolve_label(spec: GraphSpec, source: str, label: Any) -> str:
 def decide_route(spec: GraphSpec, source: str, result: Any) -> RouteDecision:
     """Interpret a route's return value: a label, a Command, a list of labels or of Sends."""
     if isinstance(result, Command):
-        goto = [result.goto] if isinstance(result.goto, str) else list(result.goto)
-        inner = decide_route(spec, source, goto)
+        inner = decide_route(spec, source, _goto_items(result.goto))
         return RouteDecision(inner.targets, inner.sends, result.update)
     if isinstance(result, Send):
         result = [result]

@@ -161,6 +161,7 @@ class Engine:
         update: Mapping[str, Any] | None = None,
     ) -> NodeOutput:
         mode = config.stream_mode
+        update = _algo.without_goto(update)  # (a command node's output is its update)
         if mode is StreamMode.SNAPSHOTS:
             snapshot = self.snapshot(checkpoint, config)
             return StateSnapshot(
@@ -236,10 +237,12 @@ class Engine:
         values: dict[str, Any],
         barriers: Mapping[str, Sequence[str]],
         config: RunnableConfig,
+        gotos: Mapping[str, Sequence[Any]] | None = None,
     ) -> tuple[list[PendingTask], dict[str, list[str]], dict[str, Any]]:
         """Evaluate the edges leaving ``sources``: next tasks, barriers, state with Command
-        updates merged."""
+        updates merged; ``gotos``: where command nodes among them go (``_algo.command_gotos``)."""
         decisions = await self._routes(sources, values, config)
+        decisions.update(_algo.command_routes(gotos or {}))
         tasks, new_barriers = _algo.plan_next(self.spec, sources, decisions, barriers)
         for source in sources:
             decision = decisions.get(source)
@@ -497,13 +500,18 @@ class Engine:
             self.spec, checkpoint.values, [(task.node, writes.get(task.id)) for task in tasks]
         )
         executed = _algo.executed_nodes(tasks)
+        gotos = _algo.command_gotos([(task.node, writes.get(task.id)) for task in tasks])
         barriers = checkpoint.extra.get(Extra.BARRIERS, {})
         stop_after = _algo.interrupt_after_node(self.config.interrupt_after, executed)
         if stop_after is not None and self.config.interrupt_before_edge:
             next_tasks: list[PendingTask] = []
             extra: dict[str, Any] = {Extra.EDGES_PENDING: executed}
+            if gotos:
+                extra[Extra.GOTOS] = gotos
         else:
-            next_tasks, barriers, merged = await self.route_from(executed, merged, barriers, config)
+            next_tasks, barriers, merged = await self.route_from(
+                executed, merged, barriers, config, gotos
+            )
             completion_pending = stop_after is not None and not next_tasks
             extra = {Extra.COMPLETION_PENDING: True} if completion_pending else {}
         extra.update(_loop.next_extra(checkpoint, stepped=True))
@@ -532,8 +540,9 @@ class Engine:
         """Evaluate edges left for the resume (``interrupt_before_edge``) and save the result."""
         sources = list(checkpoint.extra.get(Extra.EDGES_PENDING, ()))
         barriers = checkpoint.extra.get(Extra.BARRIERS, {})
+        gotos = checkpoint.extra.get(Extra.GOTOS, {})
         tasks, barriers, values = await self.route_from(
-            sources, dict(checkpoint.values), barriers, config
+            sources, dict(checkpoint.values), barriers, config, gotos
         )
         extra = _loop.next_extra(checkpoint, stepped=False)
         if barriers:

@@ -67,6 +67,8 @@ class Extra:
     BARRIERS: Final = "barriers"
     #: nodes whose edges are left for the resume (``interrupt_before_edge``)
     EDGES_PENDING: Final = "edges_pending"
+    #: where those of them that are command nodes go (their Commands' gotos, by node)
+    GOTOS: Final = "gotos"
     #: the checkpoint continues a parked run: its tasks run without stopping again
     RESUMED: Final = "resumed"
     #: an ``interrupt_after`` stopped a run whose edges led to END: a resume completes it

@@ -18,12 +18,13 @@ from typing import Any
 
 from langgraph_celery.checkpoint.base import PendingTask
 from langgraph_celery.errors import InvalidUpdateError
-from langgraph_celery.graph._algo import check_update
+from langgraph_celery.graph._algo import GOTO, check_update, command_write
 from langgraph_celery.graph._callables import CallableSpec, is_async_callable
 from langgraph_celery.graph._sync import SHARED_POOL
 from langgraph_celery.graph.builder import GraphSpec, Hook
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.state import AgentState, apply_update, compose_updates
+from langgraph_celery.graph.types import Command
 
 __all__ = ["ASYNC_VARIANT", "TaskRunner", "clone_value"]
 
@@ -256,7 +257,8 @@ class TaskRunner:
         threaded: bool = False,
     ) -> dict[str, Any] | None:
         """Run one node task; returns its update (checked, its before-call hooks' updates
-        included) or raises what the node raised."""
+        included; for a command node, with where its Command goes under ``_algo.GOTO``) or
+        raises what the node raised."""
         node = task.node
         state = self.make_state(task.arg if task.has_arg else values, config.clone_state)
         node_config = config._for_runtime(node_id=node)
@@ -264,12 +266,24 @@ class TaskRunner:
         result, before_update = await self._run(
             self._nodes[node], node, state, node_config, executor, threaded or executor is not None
         )
-        update = check_update(node, result)
-        if before_update is None:
-            return update
-        # As in LangGraph4j, the before-call hooks' updates are part of the node's: they are
-        # merged first, then what the node (through its wrap and after-call hooks) returned.
-        return compose_updates(self.spec.schema, before_update, update or {})
+        goto: list[Any] | None = None
+        if isinstance(result, Command):
+            write = command_write(self.spec, node, result)
+            goto = write.pop(GOTO)
+            update: dict[str, Any] | None = write
+        else:
+            update = check_update(node, result)
+        if before_update is not None:
+            # As in LangGraph4j, the before-call hooks' updates are part of the node's: they are
+            # merged first, then what the node (through its wrap and after-call hooks) returned.
+            update = compose_updates(self.spec.schema, before_update, update or {})
+        typed = self.spec.typed
+        if typed is not None and update:
+            update = typed.check_update(node, update, self.spec.schema)
+        if goto is not None:
+            # where the Command goes travels with the update, as data (see _algo.GOTO)
+            return {**(update or {}), GOTO: goto}
+        return update
 
     async def run_route(
         self, source: str, values: Mapping[str, Any], config: RunnableConfig

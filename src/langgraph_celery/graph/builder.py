@@ -7,15 +7,15 @@ import dataclasses
 import functools
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, is_typeddict
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any
 
 from langgraph_celery.errors import GraphDefinitionError
 from langgraph_celery.graph._callables import CallableSpec
+from langgraph_celery.graph._typed import TypedSchema, kind_of, typed_schema
 from langgraph_celery.graph.config import CompileConfig, check_id
 from langgraph_celery.graph.state import AgentState, Channel
 from langgraph_celery.graph.types import END, START
+from langgraph_celery.serde import JsonSerializer
 
 if TYPE_CHECKING:
     from langgraph_celery.graph.compiled import CompiledGraph
@@ -66,6 +66,10 @@ class GraphSpec:
     hooks: tuple[Hook, ...]
     #: the time limit of each node that has one, in seconds (``add_node(..., timeout=...)``)
     timeouts: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    #: where each command node may go: label -> node id (or END) (``add_node(..., destinations)``)
+    destinations: Mapping[str, Mapping[Hashable, str]] = dataclasses.field(default_factory=dict)
+    #: the typed schema (TypedDict, dataclass, pydantic model) the graph was built with, if any
+    typed: TypedSchema | None = None
 
     @functools.cached_property
     def node_index(self) -> dict[str, int]:
@@ -75,39 +79,39 @@ class GraphSpec:
 
 def _not_a_schema(schema: object) -> str:
     """Why ``schema`` is not a schema, and what to pass instead."""
-    if isinstance(schema, type):
-        if is_typeddict(schema) or (issubclass(schema, dict) and hasattr(schema, "__total__")):
-            got = f"the TypedDict class {schema.__name__!r}"
-        elif dataclasses.is_dataclass(schema):
-            got = f"the dataclass {schema.__name__!r}"
-        elif issubclass(schema, BaseModel):
-            got = f"the pydantic model class {schema.__name__!r}"
-        else:
-            got = f"the class {schema.__name__!r}"
-    else:
-        got = f"a {type(schema).__name__}"
+    got = (
+        f"the class {schema.__name__!r}"
+        if isinstance(schema, type)
+        else f"a {type(schema).__name__}"
+    )
     return (
-        f"StateGraph(schema) takes a schema: a mapping of state key -> Channel, such as "
-        f"{{'messages': Channels.appender()}}; got {got}. Typed schemas (a TypedDict, dataclass "
-        "or pydantic model class) are not supported yet: list the keys that need a reducer "
-        "with their Channel (any other key is overwritten by an update and needs no entry), or "
-        "pass no schema"
+        "StateGraph(schema) takes a mapping of state key -> Channel, such as "
+        "{'messages': Channels.appender()}, or a TypedDict, dataclass or pydantic model class "
+        f"whose fields are the state's keys; got {got}"
     )
 
 
 class StateGraph:
     """Builds a graph of nodes over a shared state.
 
-    ``schema`` maps state keys to :class:`Channel` (keys not in it are overwritten by updates);
-    ``state_factory`` builds what nodes receive from the state's data.
+    ``schema`` maps state keys to :class:`Channel` (keys not in it are overwritten by updates),
+    or is a TypedDict, dataclass or pydantic model class whose fields are the state's keys
+    (``Annotated[T, reducer]`` or ``Annotated[T, Channel(...)]`` makes a field a channel; see
+    :mod:`langgraph_celery.graph._typed`); ``state_factory`` builds what nodes receive from the
+    state's data (an :class:`AgentState` by default, with a typed schema too).
     """
 
     def __init__(
         self,
-        schema: Mapping[str, Channel] | None = None,
+        schema: Mapping[str, Channel] | type | None = None,
         state_factory: Callable[[Mapping[str, Any]], AgentState] = AgentState,
     ) -> None:
-        if schema is not None and (isinstance(schema, type) or not isinstance(schema, Mapping)):
+        typed: TypedSchema | None = None
+        if kind_of(schema) is not None:
+            assert isinstance(schema, type)
+            typed = typed_schema(schema)
+            schema = typed.channels
+        elif schema is not None and (isinstance(schema, type) or not isinstance(schema, Mapping)):
             raise GraphDefinitionError(_not_a_schema(schema))
         schema = dict(schema or {})
         for key, channel in schema.items():
@@ -119,9 +123,11 @@ class StateGraph:
         if not callable(state_factory):
             raise GraphDefinitionError("state_factory must be callable, e.g. AgentState")
         self._schema: dict[str, Channel] = schema
+        self._typed = typed
         self._state_factory = state_factory
         self._nodes: dict[str, CallableSpec] = {}
         self._timeouts: dict[str, float] = {}
+        self._destinations: dict[str, dict[Hashable, str]] = {}
         self._edges: dict[str, list[str]] = {}
         self._conditional: dict[str, ConditionalEdge] = {}
         self._joins: list[Join] = []
@@ -131,9 +137,22 @@ class StateGraph:
     # -- nodes and edges ----------------------------------------------------------------------
 
     def add_node(
-        self, id: str, action: Callable[..., Any], *, timeout: float | None = None
+        self,
+        id: str | Callable[..., Any],
+        action: Callable[..., Any] | None = None,
+        destinations: Mapping[Hashable, str] | Sequence[str] | None = None,
+        *,
+        timeout: float | None = None,
     ) -> StateGraph:
-        """Add a node running ``action(state)`` or ``action(state, config)``.
+        """Add a node running ``action(state)`` or ``action(state, config)``; ``add_node(action)``
+        names it ``action.__name__``.
+
+        ``destinations`` (node ids or ``END``, or a mapping of labels to them) makes it a command
+        node: its action may return ``Command(goto=label_or_labels, update=...)``, whose update
+        is the node's update and whose goto picks the next nodes among ``destinations`` (Sends
+        too, to nodes among them).  They are the node's outgoing edges: it takes no other plain
+        or conditional edge (as in LangGraph4j, where a command node is its own conditional
+        edge).  A step in which it returns a mapping or ``None`` leads nowhere from it.
 
         ``timeout`` (seconds) limits each call of the action: past it the node fails with a
         ``TimeoutError`` (a ``NodeError`` for the run; a ``RetryPolicy`` that lists
@@ -141,6 +160,16 @@ class StateGraph:
         is reported as timed out (its thread cannot be stopped and finishes in the background);
         on Celery it is the task's soft time limit, with a hard limit a little above it.
         """
+        if action is None and not isinstance(id, str):
+            action = id
+            id = self._named(action)
+        elif not isinstance(id, str) and callable(id):
+            self._problems.append(
+                f"add_node({getattr(id, '__name__', id)!r}, {action!r}): with the action first, "
+                "give destinations by keyword (add_node(action, destinations=[...])), or pass "
+                "the id first: add_node('id', action, ...)"
+            )
+            return self
         if timeout is not None and (
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
         ):
@@ -148,7 +177,7 @@ class StateGraph:
                 f"node {id!r}: timeout must be positive seconds or None, got {timeout!r}"
             )
         elif timeout is not None:
-            self._timeouts[id] = float(timeout)
+            self._timeouts[str(id)] = float(timeout)
         if not isinstance(id, str) or not id:
             self._problems.append(f"node id must be a non-empty string, got {id!r}")
         elif id in (START, END):
@@ -163,7 +192,47 @@ class StateGraph:
             )
         else:
             self._nodes[id] = CallableSpec.of(action)
+            if destinations is not None:
+                self._add_destinations(id, destinations)
         return self
+
+    def _named(self, action: Any) -> Any:
+        """The id ``add_node(action)`` gives ``action``: its ``__name__``."""
+        name = getattr(action, "__name__", None)
+        if callable(action) and isinstance(name, str) and name and name != "<lambda>":
+            return name
+        what = "a lambda" if name == "<lambda>" else f"a {type(action).__name__}"
+        self._problems.append(
+            f"add_node(action) names the node after the action's __name__, but {what} has "
+            "no usable name; pass the id: add_node('id', action)"
+        )
+        return action
+
+    def _add_destinations(
+        self, node: str, destinations: Mapping[Hashable, str] | Sequence[str]
+    ) -> None:
+        if isinstance(destinations, Mapping):
+            mapping = dict(destinations)
+        elif isinstance(destinations, str) or not isinstance(destinations, Sequence | set):
+            self._problems.append(
+                f"node {node!r}: destinations must be a list of node ids or a mapping of labels "
+                f"to node ids, got {type(destinations).__name__} {destinations!r}"
+            )
+            return
+        else:
+            mapping = {target: target for target in destinations}
+        if not mapping:
+            self._problems.append(
+                f"node {node!r}: destinations is empty; list where its Command may go"
+            )
+            return
+        for label, target in mapping.items():
+            if not isinstance(target, str):
+                self._problems.append(
+                    f"node {node!r}: destination {label!r} must be a node id, got {target!r}"
+                )
+                return
+        self._destinations[node] = mapping
 
     def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
         """Go from ``source`` to ``target``; several edges from one source fan out, and a list of
@@ -256,6 +325,8 @@ class StateGraph:
             raise TypeError(f"compile() takes a CompileConfig, got {type(config).__name__}")
         spec = self._freeze()
         _validate(spec, self._problems, config)
+        if spec.typed is not None and config.checkpoint_saver is not None:
+            _allow_stored_types(spec.typed, config.checkpoint_saver.serializer)
         return CompiledGraph(spec, config)
 
     def _freeze(self) -> GraphSpec:
@@ -268,7 +339,28 @@ class StateGraph:
             joins=tuple(self._joins),
             hooks=tuple(self._hooks),
             timeouts={node: t for node, t in self._timeouts.items() if node in self._nodes},
+            destinations={node: dict(d) for node, d in self._destinations.items()},
+            typed=self._typed,
         )
+
+
+def _allow_stored_types(typed: TypedSchema, serializer: object) -> None:
+    """Register the enums, dataclasses and pydantic models that the typed schema's fields name
+    with the saver's serializer (a ``JsonSerializer``; another serializer is left as it is), so
+    that the values nodes write to those fields can be stored.  A class whose name another class
+    holds there already is a :class:`GraphDefinitionError` (its values could not be told apart).
+    """
+    if not isinstance(serializer, JsonSerializer):
+        return
+    for cls in typed.types:
+        try:
+            serializer.register(cls)
+        except ValueError as error:
+            raise GraphDefinitionError(
+                f"the state schema {typed.name} names {cls.__qualname__}, which cannot be "
+                f"registered with the checkpoint saver's serializer: {error}; give the class a "
+                "name of its own (module and qualified name), or use another serializer"
+            ) from error
 
 
 def _validate(spec: GraphSpec, problems: Sequence[str], config: CompileConfig) -> None:
@@ -313,9 +405,34 @@ def _validate(spec: GraphSpec, problems: Sequence[str], config: CompileConfig) -
                     f"conditional edge from {source!r} maps label {label!r} to unknown node "
                     f"{target!r}"
                 )
+    for node, destinations in spec.destinations.items():
+        for label, target in destinations.items():
+            if target not in known_targets:
+                where = f"{label!r} -> {target!r}" if label != target else repr(target)
+                raise GraphDefinitionError(
+                    f"node {node!r} lists destination {where}, which is not a node; add_node "
+                    "it, or use END"
+                )
+        other = (
+            "a plain"
+            if node in spec.edges
+            else "a conditional"
+            if node in spec.conditional
+            else None
+        )
+        if other is not None:
+            raise GraphDefinitionError(
+                f"node {node!r} has destinations and {other} edge; its destinations are its "
+                "outgoing edges (its Command picks among them): list every target there"
+            )
     join_sources = {source for join in spec.joins for source in join.sources}
     for node in nodes:
-        if node not in spec.edges and node not in spec.conditional and node not in join_sources:
+        if (
+            node not in spec.edges
+            and node not in spec.conditional
+            and node not in join_sources
+            and node not in spec.destinations
+        ):
             raise GraphDefinitionError(
                 f"node {node!r} has no outgoing edge; add add_edge({node!r}, END) or another edge"
             )
@@ -343,6 +460,7 @@ def _validate(spec: GraphSpec, problems: Sequence[str], config: CompileConfig) -
 
 def _successors(spec: GraphSpec, node: str) -> set[str]:
     found = set(spec.edges.get(node, ()))
+    found.update(spec.destinations.get(node, {}).values())
     edge = spec.conditional.get(node)
     if edge is not None:
         found |= set(edge.mapping.values()) if edge.mapping is not None else set(spec.nodes)

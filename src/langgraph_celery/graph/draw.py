@@ -24,12 +24,17 @@ _YAML_WORDS = frozenset({"null", "true", "false", "yes", "no", "on", "off", "y",
 
 
 def _edges(spec: GraphSpec) -> list[tuple[str, str, str | None, bool]]:
-    """(source, target, label, conditional) for every edge of the graph."""
+    """(source, target, label, conditional) for every edge of the graph (a command node's
+    destinations are conditional edges)."""
     edges: list[tuple[str, str, str | None, bool]] = []
     for source, targets in spec.edges.items():
         edges.extend((source, target, None, False) for target in targets)
     for join in spec.joins:
         edges.extend((source, join.target, None, False) for source in join.sources)
+    for source, destinations in spec.destinations.items():
+        # a command node's destinations: where its Command may go, drawn as a conditional
+        # edge's labelled targets
+        edges.extend((source, target, str(label), True) for label, target in destinations.items())
     for source, edge in spec.conditional.items():
         if edge.mapping is None:
             edges.extend((source, node, node, True) for node in [*spec.nodes, END])

@@ -6,6 +6,7 @@ merged with that channel's reducer; every other key is overwritten by an update.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -93,13 +94,14 @@ class Channel:
     an update overwrites the key.
     """
 
-    __slots__ = ("_default", "reducer")
+    __slots__ = ("_default", "_has_default", "reducer")
 
     def __init__(self, reducer: Reducer | None = None, default: Any = None) -> None:
         if reducer is not None and not callable(reducer):
             raise TypeError(f"Channel reducer must be callable, got {type(reducer).__name__}")
         self.reducer = reducer
         self._default = default
+        self._has_default = default is not None
 
     def default(self) -> Any:
         """The value the key starts with (``None`` when the channel has no default)."""
@@ -107,7 +109,16 @@ class Channel:
 
     @property
     def has_default(self) -> bool:
-        return self._default is not None
+        """Whether the key starts with :meth:`default` (else it is absent until written)."""
+        return self._has_default
+
+    def _with_default(self, factory: Callable[[], Any]) -> Channel:
+        """A copy of this channel whose key starts with ``factory()``, even when that is
+        ``None`` (a typed schema's field default)."""
+        channel = copy.copy(self)
+        channel._default = factory
+        channel._has_default = True
+        return channel
 
     def update(self, old: Any, new: Any) -> Any:
         if self.reducer is None:

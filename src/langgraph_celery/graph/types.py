@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from langgraph_celery.graph.state import AgentState
+from langgraph_celery.serde import _register_builtin
 
 if TYPE_CHECKING:
     from langgraph_celery.graph.config import RunnableConfig
@@ -45,9 +46,10 @@ class StreamMode(enum.Enum):
 
 @dataclass(frozen=True)
 class Command:
-    """What a route may return: where to go next, and an update to merge first."""
+    """What a route, or a command node (one added with ``destinations``), may return: where to
+    go next (a label, a :class:`Send`, or a list of them) and an update to merge first."""
 
-    goto: str | Sequence[str] = ()
+    goto: Hashable | Sequence[Hashable] = ()
     update: Mapping[str, Any] | None = None
 
 
@@ -57,6 +59,10 @@ class Send:
 
     node: str
     arg: Any = None
+
+
+# (a command node's Sends are stored with its write: see graph/_algo.py's GOTO)
+_register_builtin(Send, "Send")
 
 
 class _InputKind(enum.Enum):

@@ -10,11 +10,15 @@ named by ``LGC_REDIS_URL``; nodes that say where they ran read ``WORKER_NAME``.
 
 from __future__ import annotations
 
+import enum
+import operator
 import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel
 
 from langgraph_celery import (
     END,
@@ -173,6 +177,92 @@ def hooked() -> StateGraph:
     return graph.add_before_call_node_hook("b", lambda node, state, config: {"log": ["pre-b"]})
 
 
+def command_nodes() -> StateGraph:
+    """Command nodes (SPEC §9): START -> triage, which returns Command(goto=[a Send to work per
+    item, "count"]); work -> review and count -> review; review returns Command("again") back to
+    triage for a second round, then Command("done") to END with the total."""
+    graph = log_graph()
+
+    def triage(state: AgentState) -> Command:
+        round_ = state.value("round", 0) + 1
+        sends = [Send("work", {"item": item * round_}) for item in state.value("items", [])]
+        return Command(goto=[*sends, "count"], update={"log": ["triage"], "round": round_})
+
+    def work(state: AgentState) -> dict[str, Any]:
+        return {"results": [state.value("item") * 10], "log": ["work"]}
+
+    async def review(state: AgentState) -> Command:
+        if state.value("round") < 2:
+            return Command("again", {"log": ["review: again"]})
+        return Command("done", {"log": ["review: done"], "total": sum(state.value("results"))})
+
+    graph.add_node("triage", triage, ["work", "count"])
+    graph.add_node("work", work).add_node("count", log_node("count"))
+    graph.add_node("review", review, {"again": "triage", "done": END})
+    graph.add_edge(START, "triage").add_edge("work", "review").add_edge("count", "review")
+    return graph
+
+
+def command_outside() -> StateGraph:
+    """START -> a -> b, a command node whose Command names a label outside its
+    destinations."""
+    graph = log_graph().add_node("a", log_node("a"))
+    graph.add_node("b", lambda state: Command("elsewhere", {"log": ["b"]}), {"done": END})
+    return graph.add_edge(START, "a").add_edge("a", "b")
+
+
+class Mood(enum.Enum):
+    CALM = "calm"
+    GLAD = "glad"
+
+
+class Note(BaseModel):
+    """A field type of :class:`Chat`: compiling registers it (and :class:`Mood`) with the
+    saver's serializer, in the test process and on the workers."""
+
+    author: str
+    text: str
+    mood: Mood = Mood.CALM
+
+
+class Chat(BaseModel):
+    """A typed state (SPEC §9): a pydantic model with Annotated reducers and defaults."""
+
+    notes: Annotated[list[Note], operator.add] = []
+    log: Annotated[list[str], Channels.appender()] = []
+    count: int = 0
+    verdict: str | None = None
+
+
+def typed() -> StateGraph:
+    """A pydantic state: START -> draft -> check (a command node: to finish, or back to draft)
+    -> finish -> END; draft writes ``count`` as a string, stored as the int it validates to."""
+    graph = StateGraph(Chat)
+
+    def draft(state: AgentState) -> dict[str, Any]:
+        number = sum(1 for note in state["notes"] if note.author == "ai") + 1
+        note = Note(author="ai", text=f"draft {number}", mood=Mood.GLAD)
+        return {"notes": [note], "log": ["draft"], "count": str(number)}
+
+    def check(state: AgentState) -> Command:
+        goto = "finish" if state["count"] >= 2 else "redo"
+        return Command(goto, {"log": [f"check: {goto}"]})
+
+    def finish(state: AgentState) -> dict[str, Any]:
+        return {"log": ["finish"], "verdict": state.value("verdict") or "unreviewed"}
+
+    graph.add_node(draft).add_node(check, destinations={"redo": "draft", "finish": "finish"})
+    graph.add_node(finish)
+    return graph.add_edge(START, "draft").add_edge("draft", "check").add_edge("finish", END)
+
+
+def typed_invalid() -> StateGraph:
+    """START -> ok -> bad -> END on :class:`Chat`: ``bad`` writes a note that is not a Note."""
+    graph = StateGraph(Chat).add_node("ok", lambda state: {"log": ["ok"]})
+    graph.add_node("bad", lambda state: {"notes": [{"author": "ai"}], "log": ["bad"]})
+    return graph.add_edge(START, "ok").add_edge("ok", "bad").add_edge("bad", END)
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A graph, how to compile it, and the calls a test makes on one thread, in order.
@@ -192,6 +282,17 @@ SCENARIOS: dict[str, Scenario] = {
     "conditional": Scenario(conditional, (({"go": "right"}, "completed"),)),
     "map_reduce": Scenario(map_reduce, (({"items": [1, 2, 3]}, "completed"),)),
     "command": Scenario(command, ((None, "completed"),)),
+    "command_nodes": Scenario(command_nodes, (({"items": [1, 2, 3]}, "completed"),)),
+    "command_outside": Scenario(command_outside, ((None, "InvalidUpdateError"),)),
+    "typed": Scenario(
+        typed,
+        (
+            ({"notes": [Note(author="user", text="hello")]}, "interrupted"),
+            (GraphInput.resume({"verdict": "approved"}), "completed"),
+        ),
+        {"interrupt_before": ("finish",)},
+    ),
+    "typed_invalid": Scenario(typed_invalid, ((None, "InvalidUpdateError"),)),
     "hooks": Scenario(hooked, (({"topic": "x"}, "completed"),)),
     "interrupt_before": Scenario(
         chain,
