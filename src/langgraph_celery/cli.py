@@ -35,16 +35,16 @@ stderr, then a note when the database URL's password holds characters URL parser
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
 import traceback
 import uuid
 from collections.abc import Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from langgraph_celery._cli_input import MAX_JSON_DEPTH, UsageError, json_object, one_line
+from langgraph_celery._cli_load import DEMO_TARGET, ImportFailure, import_module, load_graph
 from langgraph_celery._cli_output import (
     ENV_VARIABLES,
     JSON_HELP,
@@ -68,13 +68,8 @@ if TYPE_CHECKING:
 
 __all__ = ["UsageError", "main"]
 
-DEMO_TARGET = "langgraph_celery.demo:graph"
 #: The URL options Celery reads (with ``urllib``, which ends the address at ``/``, ``?``, ``#``).
 CELERY_URL_OPTIONS = ("broker", "result_backend")
-
-
-class ImportFailure(Exception):
-    """The module named on the command line raised while being imported (exit code 1)."""
 
 
 # -- arguments ------------------------------------------------------------------------------------
@@ -190,47 +185,6 @@ def _environment_flags(args: argparse.Namespace) -> list[str]:
     return flags
 
 
-# -- loading graphs -------------------------------------------------------------------------------
-
-
-def _import(module_name: str) -> Any:
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # as `celery -A` does: modules next to you are found
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        missing = error.name or ""
-        if module_name == missing or module_name.startswith(missing + "."):
-            raise UsageError(f"cannot import module {module_name!r}: {error}") from None
-        raise ImportFailure(f"importing {module_name!r} failed: {error!r}") from error
-    except Exception as error:
-        raise ImportFailure(f"importing {module_name!r} failed: {error!r}") from error
-
-
-def load_graph(target: str) -> CompiledGraph:
-    """The :class:`CompiledGraph` that ``MODULE:ATTRIBUTE`` names."""
-    from langgraph_celery.graph.builder import StateGraph
-    from langgraph_celery.graph.compiled import CompiledGraph
-
-    module_name, _, attribute = target.partition(":")
-    if not module_name or not attribute:
-        raise UsageError(f"expected MODULE:GRAPH (e.g. {DEMO_TARGET}), got {target!r}")
-    module = _import(module_name)
-    value: Any = module
-    for part in attribute.split("."):
-        if not hasattr(value, part):
-            raise UsageError(f"module {module_name!r} has no attribute {attribute!r}")
-        value = getattr(value, part)
-    if isinstance(value, CompiledGraph):
-        return value
-    hint = (
-        " (compile it: builder.compile(CompileConfig(...)))"
-        if isinstance(value, StateGraph)
-        else ""
-    )
-    raise UsageError(f"{target} is a {type(value).__name__}, not a CompiledGraph{hint}")
-
-
 # -- commands -------------------------------------------------------------------------------------
 
 
@@ -332,7 +286,7 @@ def cmd_demo(args: argparse.Namespace, out: IO[str]) -> int:
 
 def cmd_worker(args: argparse.Namespace, out: IO[str]) -> int:
     module_name, _, attribute = args.module.partition(":")
-    module = _import(module_name)
+    module = import_module(module_name)
     app = getattr(module, attribute or "app", None) or getattr(module, "celery", None)
     if app is None or not hasattr(app, "conf"):
         raise UsageError(f"module {module_name!r} has no Celery app (expected `app` or `celery`)")
