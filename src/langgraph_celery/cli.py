@@ -13,9 +13,10 @@
 :mod:`langgraph_celery.demo` does) follow.  When the graph's Celery broker is ``memory://``,
 ``run``, ``resume`` and ``demo`` start an in-process worker for the duration of the command.
 
-Progress goes to stdout as ``node: {update as JSON}`` lines, then ``completed:`` and the final state
-(indented JSON), or ``parked at node ...`` and the command that resumes the run; when the
-interruption's metadata has a ``resume_with`` mapping, that command carries it as ``--update``.
+``run`` and ``resume`` print ``run: RUN_ID`` first (graphs with a checkpoint saver), then
+progress as ``node: {update as JSON}`` lines, then ``completed:`` and the final state (indented
+JSON), or ``parked at node ...`` and the command that resumes the run; when the interruption's
+metadata has a ``resume_with`` mapping, that command carries it as ``--update``.
 ``state`` and ``history`` print JSON documents only.  All the JSON the command prints is strict
 (RFC 8259); :data:`langgraph_celery._cli_output.JSON_HELP` (in their ``--help``) says how values
 JSON cannot hold are shown (``NaN``, keys that are not strings, lone surrogates).  ``--input`` and
@@ -49,6 +50,7 @@ from langgraph_celery._cli_output import (
     ENV_VARIABLES,
     JSON_HELP,
     PROG,
+    environment_flags,
     follow,
     resume_command,
     snapshot_json,
@@ -174,17 +176,6 @@ def _check_celery_urls(args: argparse.Namespace) -> None:
             raise UsageError(problem)
 
 
-def _environment_flags(args: argparse.Namespace) -> list[str]:
-    """The environment options given, as flags to repeat in a suggested command (with the
-    passwords in their URLs masked: what is printed ends up in terminals and logs)."""
-    flags: list[str] = []
-    for option in ENV_VARIABLES:
-        value = getattr(args, option, None)
-        if value:
-            flags += [f"--{option.replace('_', '-')}", masked(value)]
-    return flags
-
-
 # -- commands -------------------------------------------------------------------------------------
 
 
@@ -207,7 +198,7 @@ def cmd_run(args: argparse.Namespace, out: IO[str]) -> int:
     graph_input = json_object("--input", args.input)
     graph = load_graph(args.target)
     thread_id = _thread_for(graph, args.thread, out)
-    follow(graph, graph_input, thread_id, target=args.target, env=_environment_flags(args), out=out)
+    follow(graph, graph_input, thread_id, target=args.target, env=environment_flags(args), out=out)
     return 0
 
 
@@ -217,7 +208,7 @@ def cmd_resume(args: argparse.Namespace, out: IO[str]) -> int:
     update = json_object("--update", args.update)
     thread_id = _required_thread(args)
     graph = load_graph(args.target)
-    env = _environment_flags(args)
+    env = environment_flags(args)
     follow(graph, GraphInput.resume(update), thread_id, target=args.target, env=env, out=out)
     return 0
 
@@ -256,7 +247,7 @@ def cmd_demo(args: argparse.Namespace, out: IO[str]) -> int:
     graph = load_graph(DEMO_TARGET)
     from langgraph_celery import demo
 
-    env = _environment_flags(args)
+    env = environment_flags(args)
     thread_id = args.thread or f"demo-{uuid.uuid4().hex[:12]}"
     embedded = needs_embedded_worker(graph)
     database = os.environ.get(demo.DATABASE_ENV) or demo.DEFAULT_DATABASE_URL
