@@ -3,8 +3,11 @@
     langgraph-celery demo [--park] [--db URL] [--broker URL]
     langgraph-celery run MODULE:GRAPH [--input JSON] [--thread ID]
     langgraph-celery resume MODULE:GRAPH --thread ID [--update JSON]
-    langgraph-celery state MODULE:GRAPH --thread ID
+    langgraph-celery state MODULE:GRAPH --thread ID [--json]
     langgraph-celery history MODULE:GRAPH --thread ID
+    langgraph-celery runs MODULE:GRAPH [--status S] [--limit N] [--before RUN_ID] [--json]
+    langgraph-celery status MODULE[:GRAPH] RUN_ID [--json]
+    langgraph-celery cancel MODULE[:GRAPH] RUN_ID [--json]
     langgraph-celery draw MODULE:GRAPH [--format mermaid|plantuml]
     langgraph-celery worker MODULE [CELERY WORKER OPTIONS...]
 
@@ -16,11 +19,12 @@
 ``run`` and ``resume`` print ``run: RUN_ID`` first (graphs with a checkpoint saver), then
 progress as ``node: {update as JSON}`` lines, then ``completed:`` and the final state (indented
 JSON), or ``parked at node ...`` and the command that resumes the run; when the interruption's
-metadata has a ``resume_with`` mapping, that command carries it as ``--update``.
-``state`` and ``history`` print JSON documents only.  All the JSON the command prints is strict
-(RFC 8259); :data:`langgraph_celery._cli_output.JSON_HELP` (in their ``--help``) says how values
-JSON cannot hold are shown (``NaN``, keys that are not strings, lone surrogates).  ``--input`` and
-``--update`` are JSON objects nested at most 100 levels deep.
+metadata has a ``resume_with`` mapping, that command carries it as ``--update``.  ``state``,
+``runs``, ``status`` and ``cancel`` print tables for people and, with ``--json``, JSON for
+scripts (see :mod:`langgraph_celery._cli_runs`); ``history`` prints JSON.  All the JSON the
+command prints is strict (RFC 8259); :data:`langgraph_celery._cli_output.JSON_HELP` (in their
+``--help``) says how values JSON cannot hold are shown (``NaN``, keys that are not strings, lone
+surrogates).  ``--input`` and ``--update`` are JSON objects nested at most 100 levels deep.
 
 A password in a URL (``--broker``, ``--result-backend``, ``--db``, the ``LGC_*`` variables) is
 masked wherever the command prints the URL, and kept out of all it writes to stderr (errors,
@@ -30,7 +34,8 @@ misread it.
 
 Exit codes: 0 when the run completed or parked at an interruption, 1 when it failed (one line on
 stderr, then a note when the database URL's password holds characters URL parsers may misread;
-``--traceback`` for the whole story), 2 for usage errors, 130 when interrupted by Ctrl-C.
+``--traceback`` for the whole story) or ``cancel`` found the run not running, 2 for usage errors,
+130 when interrupted by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ import uuid
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING
 
+from langgraph_celery import _cli_runs
 from langgraph_celery._cli_input import MAX_JSON_DEPTH, UsageError, json_object, one_line
 from langgraph_celery._cli_load import DEMO_TARGET, ImportFailure, import_module, load_graph
 from langgraph_celery._cli_output import (
@@ -128,12 +134,14 @@ def _parser() -> argparse.ArgumentParser:
         "levels deep)",
     )
     state = commands.add_parser(
-        "state", parents=[target, thread], help="a thread's state (JSON)", epilog=JSON_HELP
+        "state", parents=[target, thread], help="a thread's state and run", epilog=JSON_HELP
     )
     state.add_argument("--checkpoint", metavar="ID", help="a past checkpoint instead of the last")
+    state.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     commands.add_parser(
         "history", parents=[target, thread], help="a thread's checkpoints (JSON)", epilog=JSON_HELP
     )
+    _cli_runs.add_parsers(commands, target, env)
     draw = commands.add_parser("draw", parents=[target], help="print the graph's diagram")
     draw.add_argument("--format", choices=("mermaid", "plantuml"), default="mermaid")
     draw.add_argument(
@@ -219,7 +227,13 @@ def cmd_state(args: argparse.Namespace, out: IO[str]) -> int:
     thread_id = _required_thread(args)
     graph = load_graph(args.target)
     snapshot = graph.get_state(RunnableConfig(thread_id=thread_id, checkpoint_id=args.checkpoint))
-    print(to_json(snapshot_json(snapshot, thread_id), indent=2), file=out)
+    run = _cli_runs.thread_run(graph, thread_id, snapshot.checkpoint_id)
+    document = snapshot_json(snapshot, thread_id)
+    if args.json:
+        document["run"] = run.to_json() if run is not None else None
+        print(to_json(document, indent=2), file=out)
+    else:
+        print(_cli_runs.state_text(document, run), file=out)
     return 0
 
 
@@ -303,6 +317,9 @@ COMMANDS = {
     "resume": cmd_resume,
     "state": cmd_state,
     "history": cmd_history,
+    "runs": _cli_runs.cmd_runs,
+    "status": _cli_runs.cmd_status,
+    "cancel": _cli_runs.cmd_cancel,
     "draw": cmd_draw,
     "worker": cmd_worker,
 }
