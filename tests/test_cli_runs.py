@@ -129,6 +129,15 @@ def test_run_and_resume_print_the_run_id_first_and_state_shows_the_run(db: str) 
         state["run"]["updated_at"]
     )
 
+    # a new run on the thread: `state` shows it, `status` still finds the first one
+    later = run_id_in(ok(cli("run", target, "--thread", thread, "--input", "{}", "--db", db)))
+    assert (
+        as_json(cli("state", target, "--thread", thread, "--db", db, "--json"))["run"]["run_id"]
+        == later
+    )
+    first = as_json(cli("status", "cli_graphs", run_id, "--db", db, "--json"))
+    assert first == run
+
 
 def test_a_graph_without_a_saver_names_no_run() -> None:
     out = ok(cli("run", "cli_graphs:arithmetic", "--input", '{"n": 1}'))
