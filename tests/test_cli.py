@@ -56,7 +56,8 @@ def ok(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def state_of(db: str, thread: str, target: str = DEMO) -> dict[str, Any]:
-    snapshot: dict[str, Any] = json.loads(ok(cli("state", target, "--thread", thread, "--db", db)))
+    state = cli("state", target, "--thread", thread, "--db", db, "--json")
+    snapshot: dict[str, Any] = json.loads(ok(state))
     return snapshot
 
 

@@ -70,7 +70,7 @@ def test_state_and_history_print_strict_json(kind: str, tmp_path: Path) -> None:
     final = {"kind": kind, "odd": SHOWN[kind]}
 
     target = "cli_odd_state:odd"
-    state = strict_json(stdout_of(cli("state", target, "--thread", "odd", "--db", db)))
+    state = strict_json(stdout_of(cli("state", target, "--thread", "odd", "--db", db, "--json")))
     assert state["values"] == final
     assert state["metadata"]["writes"] == {"odd": {"odd": SHOWN[kind]}}
     history = strict_json(stdout_of(cli("history", target, "--thread", "odd", "--db", db)))

@@ -4,6 +4,7 @@ commands that resume a parked run or start a worker."""
 from __future__ import annotations
 
 import _thread
+import argparse
 import json
 import math
 import os
@@ -25,6 +26,7 @@ __all__ = [
     "ENV_VARIABLES",
     "JSON_HELP",
     "PROG",
+    "environment_flags",
     "follow",
     "resume_command",
     "snapshot_json",
@@ -50,6 +52,17 @@ JSON_HELP = (
 )
 _NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def environment_flags(args: argparse.Namespace) -> list[str]:
+    """The environment options given, as flags to repeat in a suggested command (with the
+    passwords in their URLs masked: what is printed ends up in terminals and logs)."""
+    flags: list[str] = []
+    for option in ENV_VARIABLES:
+        value = getattr(args, option, None)
+        if value:
+            flags += [f"--{option.replace('_', '-')}", masked(value)]
+    return flags
 
 
 def worker_command(module: str) -> str:
@@ -167,6 +180,27 @@ def _report_interruption(
         print("  (add --update JSON to change the state first)", file=out)
 
 
+def _latest_run(graph: CompiledGraph, thread_id: str | None) -> str | None:
+    """The run id of the thread's latest checkpoint (``None`` without a saver or a checkpoint:
+    a run that is not stored cannot be named later)."""
+    saver = graph.checkpoint_saver
+    latest = saver.get(thread_id) if saver is not None and thread_id else None
+    return latest.run_id if latest is not None else None
+
+
+def _resumed_run(graph: CompiledGraph, graph_input: Any, thread_id: str | None) -> str | None:
+    """The run a resume of ``thread_id`` continues: its latest checkpoint's, when something is
+    pending there (else the resume is refused, and no run is named)."""
+    from langgraph_celery.graph._loop import has_pending
+    from langgraph_celery.graph.types import GraphInput
+
+    saver = graph.checkpoint_saver
+    if not isinstance(graph_input, GraphInput) or not graph_input.is_resume:
+        return None
+    latest = saver.get(thread_id) if saver is not None and thread_id else None
+    return latest.run_id if latest is not None and has_pending(latest) else None
+
+
 def follow(
     graph: CompiledGraph,
     graph_input: Any,
@@ -176,7 +210,8 @@ def follow(
     env: list[str],
     out: IO[str],
 ) -> InterruptionMetadata | None:
-    """Run (or resume) ``graph``, printing each node's update as it finishes and the outcome.
+    """Run (or resume) ``graph``, printing the run's id (``run: ID``, first, once the run is
+    stored), each node's update as it finishes and the outcome.
 
     Returns the interruption when the run parked, ``None`` when it completed."""
     from langgraph_celery.graph.config import RunnableConfig
@@ -196,12 +231,20 @@ def follow(
         return f"{why}; a worker for it: {worker_command(target.partition(':')[0])}"
 
     hint = _WaitHint(why_waiting if on_celery and worker is None else None)
+    # A resume continues the run of the thread's latest checkpoint: its id is known at once.
+    run_id = _resumed_run(graph, graph_input, thread_id)
+    if run_id is not None:
+        print(f"run: {run_id}", file=out, flush=True)
     try:
         with worker or nullcontext():
             stream: GraphStream = graph.stream(graph_input, config)
             hint.poke()
             for output in stream:
                 hint.poke()
+                if run_id is None:  # the run has stored its first checkpoint: read its id
+                    run_id = _latest_run(graph, thread_id)
+                    if run_id is not None:
+                        print(f"run: {run_id}", file=out, flush=True)
                 if output.node != END:
                     print(f"{output.node}: {to_json(output.update or {})}", file=out, flush=True)
     except KeyboardInterrupt:
@@ -211,6 +254,12 @@ def follow(
                 f"the in-process Celery worker stopped{why}; the run stays at its last "
                 f"checkpoint on thread {thread_id!r}"
             ) from None
+        if on_celery and worker is None and run_id is not None:
+            cancel = " ".join(shlex.quote(word) for word in (PROG, "cancel", target, run_id))
+            print(
+                f"\nthe run goes on on the Celery workers; stop it with:\n  {cancel}",
+                file=sys.stderr,
+            )
         raise
     finally:
         hint.cancel()

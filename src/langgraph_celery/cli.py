@@ -3,8 +3,11 @@
     langgraph-celery demo [--park] [--db URL] [--broker URL]
     langgraph-celery run MODULE:GRAPH [--input JSON] [--thread ID]
     langgraph-celery resume MODULE:GRAPH --thread ID [--update JSON]
-    langgraph-celery state MODULE:GRAPH --thread ID
+    langgraph-celery state MODULE:GRAPH --thread ID [--json]
     langgraph-celery history MODULE:GRAPH --thread ID
+    langgraph-celery runs MODULE:GRAPH [--status S] [--limit N] [--before RUN_ID] [--json]
+    langgraph-celery status MODULE[:GRAPH] RUN_ID [--json]
+    langgraph-celery cancel MODULE[:GRAPH] RUN_ID [--json]
     langgraph-celery draw MODULE:GRAPH [--format mermaid|plantuml]
     langgraph-celery worker MODULE [CELERY WORKER OPTIONS...]
 
@@ -13,13 +16,15 @@
 :mod:`langgraph_celery.demo` does) follow.  When the graph's Celery broker is ``memory://``,
 ``run``, ``resume`` and ``demo`` start an in-process worker for the duration of the command.
 
-Progress goes to stdout as ``node: {update as JSON}`` lines, then ``completed:`` and the final state
-(indented JSON), or ``parked at node ...`` and the command that resumes the run; when the
-interruption's metadata has a ``resume_with`` mapping, that command carries it as ``--update``.
-``state`` and ``history`` print JSON documents only.  All the JSON the command prints is strict
-(RFC 8259); :data:`langgraph_celery._cli_output.JSON_HELP` (in their ``--help``) says how values
-JSON cannot hold are shown (``NaN``, keys that are not strings, lone surrogates).  ``--input`` and
-``--update`` are JSON objects nested at most 100 levels deep.
+``run`` and ``resume`` print ``run: RUN_ID`` first (graphs with a checkpoint saver), then
+progress as ``node: {update as JSON}`` lines, then ``completed:`` and the final state (indented
+JSON), or ``parked at node ...`` and the command that resumes the run; when the interruption's
+metadata has a ``resume_with`` mapping, that command carries it as ``--update``.  ``state``,
+``runs``, ``status`` and ``cancel`` print tables for people and, with ``--json``, JSON for
+scripts (see :mod:`langgraph_celery._cli_runs`); ``history`` prints JSON.  All the JSON the
+command prints is strict (RFC 8259); :data:`langgraph_celery._cli_output.JSON_HELP` (in their
+``--help``) says how values JSON cannot hold are shown (``NaN``, keys that are not strings, lone
+surrogates).  ``--input`` and ``--update`` are JSON objects nested at most 100 levels deep.
 
 A password in a URL (``--broker``, ``--result-backend``, ``--db``, the ``LGC_*`` variables) is
 masked wherever the command prints the URL, and kept out of all it writes to stderr (errors,
@@ -29,26 +34,29 @@ misread it.
 
 Exit codes: 0 when the run completed or parked at an interruption, 1 when it failed (one line on
 stderr, then a note when the database URL's password holds characters URL parsers may misread;
-``--traceback`` for the whole story), 2 for usage errors, 130 when interrupted by Ctrl-C.
+``--traceback`` for the whole story) or ``cancel`` found the run not running, 2 for usage errors,
+130 when interrupted by Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
 import traceback
 import uuid
 from collections.abc import Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
+from langgraph_celery import _cli_runs
 from langgraph_celery._cli_input import MAX_JSON_DEPTH, UsageError, json_object, one_line
+from langgraph_celery._cli_load import DEMO_TARGET, ImportFailure, import_module, load_graph
 from langgraph_celery._cli_output import (
     ENV_VARIABLES,
     JSON_HELP,
     PROG,
+    environment_flags,
     follow,
     resume_command,
     snapshot_json,
@@ -68,13 +76,8 @@ if TYPE_CHECKING:
 
 __all__ = ["UsageError", "main"]
 
-DEMO_TARGET = "langgraph_celery.demo:graph"
 #: The URL options Celery reads (with ``urllib``, which ends the address at ``/``, ``?``, ``#``).
 CELERY_URL_OPTIONS = ("broker", "result_backend")
-
-
-class ImportFailure(Exception):
-    """The module named on the command line raised while being imported (exit code 1)."""
 
 
 # -- arguments ------------------------------------------------------------------------------------
@@ -131,12 +134,14 @@ def _parser() -> argparse.ArgumentParser:
         "levels deep)",
     )
     state = commands.add_parser(
-        "state", parents=[target, thread], help="a thread's state (JSON)", epilog=JSON_HELP
+        "state", parents=[target, thread], help="a thread's state and run", epilog=JSON_HELP
     )
     state.add_argument("--checkpoint", metavar="ID", help="a past checkpoint instead of the last")
+    state.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     commands.add_parser(
         "history", parents=[target, thread], help="a thread's checkpoints (JSON)", epilog=JSON_HELP
     )
+    _cli_runs.add_parsers(commands, target, env)
     draw = commands.add_parser("draw", parents=[target], help="print the graph's diagram")
     draw.add_argument("--format", choices=("mermaid", "plantuml"), default="mermaid")
     draw.add_argument(
@@ -179,58 +184,6 @@ def _check_celery_urls(args: argparse.Namespace) -> None:
             raise UsageError(problem)
 
 
-def _environment_flags(args: argparse.Namespace) -> list[str]:
-    """The environment options given, as flags to repeat in a suggested command (with the
-    passwords in their URLs masked: what is printed ends up in terminals and logs)."""
-    flags: list[str] = []
-    for option in ENV_VARIABLES:
-        value = getattr(args, option, None)
-        if value:
-            flags += [f"--{option.replace('_', '-')}", masked(value)]
-    return flags
-
-
-# -- loading graphs -------------------------------------------------------------------------------
-
-
-def _import(module_name: str) -> Any:
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # as `celery -A` does: modules next to you are found
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        missing = error.name or ""
-        if module_name == missing or module_name.startswith(missing + "."):
-            raise UsageError(f"cannot import module {module_name!r}: {error}") from None
-        raise ImportFailure(f"importing {module_name!r} failed: {error!r}") from error
-    except Exception as error:
-        raise ImportFailure(f"importing {module_name!r} failed: {error!r}") from error
-
-
-def load_graph(target: str) -> CompiledGraph:
-    """The :class:`CompiledGraph` that ``MODULE:ATTRIBUTE`` names."""
-    from langgraph_celery.graph.builder import StateGraph
-    from langgraph_celery.graph.compiled import CompiledGraph
-
-    module_name, _, attribute = target.partition(":")
-    if not module_name or not attribute:
-        raise UsageError(f"expected MODULE:GRAPH (e.g. {DEMO_TARGET}), got {target!r}")
-    module = _import(module_name)
-    value: Any = module
-    for part in attribute.split("."):
-        if not hasattr(value, part):
-            raise UsageError(f"module {module_name!r} has no attribute {attribute!r}")
-        value = getattr(value, part)
-    if isinstance(value, CompiledGraph):
-        return value
-    hint = (
-        " (compile it: builder.compile(CompileConfig(...)))"
-        if isinstance(value, StateGraph)
-        else ""
-    )
-    raise UsageError(f"{target} is a {type(value).__name__}, not a CompiledGraph{hint}")
-
-
 # -- commands -------------------------------------------------------------------------------------
 
 
@@ -253,7 +206,7 @@ def cmd_run(args: argparse.Namespace, out: IO[str]) -> int:
     graph_input = json_object("--input", args.input)
     graph = load_graph(args.target)
     thread_id = _thread_for(graph, args.thread, out)
-    follow(graph, graph_input, thread_id, target=args.target, env=_environment_flags(args), out=out)
+    follow(graph, graph_input, thread_id, target=args.target, env=environment_flags(args), out=out)
     return 0
 
 
@@ -263,7 +216,7 @@ def cmd_resume(args: argparse.Namespace, out: IO[str]) -> int:
     update = json_object("--update", args.update)
     thread_id = _required_thread(args)
     graph = load_graph(args.target)
-    env = _environment_flags(args)
+    env = environment_flags(args)
     follow(graph, GraphInput.resume(update), thread_id, target=args.target, env=env, out=out)
     return 0
 
@@ -274,7 +227,13 @@ def cmd_state(args: argparse.Namespace, out: IO[str]) -> int:
     thread_id = _required_thread(args)
     graph = load_graph(args.target)
     snapshot = graph.get_state(RunnableConfig(thread_id=thread_id, checkpoint_id=args.checkpoint))
-    print(to_json(snapshot_json(snapshot, thread_id), indent=2), file=out)
+    run = _cli_runs.thread_run(graph, thread_id, snapshot.checkpoint_id)
+    document = snapshot_json(snapshot, thread_id)
+    if args.json:
+        document["run"] = run.to_json() if run is not None else None
+        print(to_json(document, indent=2), file=out)
+    else:
+        print(_cli_runs.state_text(document, run), file=out)
     return 0
 
 
@@ -302,7 +261,7 @@ def cmd_demo(args: argparse.Namespace, out: IO[str]) -> int:
     graph = load_graph(DEMO_TARGET)
     from langgraph_celery import demo
 
-    env = _environment_flags(args)
+    env = environment_flags(args)
     thread_id = args.thread or f"demo-{uuid.uuid4().hex[:12]}"
     embedded = needs_embedded_worker(graph)
     database = os.environ.get(demo.DATABASE_ENV) or demo.DEFAULT_DATABASE_URL
@@ -332,7 +291,7 @@ def cmd_demo(args: argparse.Namespace, out: IO[str]) -> int:
 
 def cmd_worker(args: argparse.Namespace, out: IO[str]) -> int:
     module_name, _, attribute = args.module.partition(":")
-    module = _import(module_name)
+    module = import_module(module_name)
     app = getattr(module, attribute or "app", None) or getattr(module, "celery", None)
     if app is None or not hasattr(app, "conf"):
         raise UsageError(f"module {module_name!r} has no Celery app (expected `app` or `celery`)")
@@ -358,6 +317,9 @@ COMMANDS = {
     "resume": cmd_resume,
     "state": cmd_state,
     "history": cmd_history,
+    "runs": _cli_runs.cmd_runs,
+    "status": _cli_runs.cmd_status,
+    "cancel": _cli_runs.cmd_cancel,
     "draw": cmd_draw,
     "worker": cmd_worker,
 }

@@ -1,0 +1,92 @@
+"""What ``langgraph-celery`` loads from the names on its command line: a module (``MODULE``), the
+compiled graph ``MODULE:GRAPH`` names, or every compiled graph of a module.
+
+A module that cannot be found is a :class:`UsageError` (exit code 2); a module that raises while
+it is imported is an :class:`ImportFailure` (exit code 1: its code, not the command line, is at
+fault).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from langgraph_celery._cli_input import UsageError
+
+if TYPE_CHECKING:
+    from langgraph_celery.graph.compiled import CompiledGraph
+
+__all__ = ["DEMO_TARGET", "ImportFailure", "import_module", "load_graph", "load_graphs"]
+
+DEMO_TARGET = "langgraph_celery.demo:graph"
+
+
+class ImportFailure(Exception):
+    """The module named on the command line raised while being imported (exit code 1)."""
+
+
+def import_module(module_name: str) -> Any:
+    """The module ``module_name``, found as ``celery -A`` finds it (the working directory
+    first)."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `celery -A` does: modules next to you are found
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        missing = error.name or ""
+        if module_name == missing or module_name.startswith(missing + "."):
+            raise UsageError(f"cannot import module {module_name!r}: {error}") from None
+        raise ImportFailure(f"importing {module_name!r} failed: {error!r}") from error
+    except Exception as error:
+        raise ImportFailure(f"importing {module_name!r} failed: {error!r}") from error
+
+
+def load_graph(target: str) -> CompiledGraph:
+    """The :class:`CompiledGraph` that ``MODULE:ATTRIBUTE`` names."""
+    from langgraph_celery.graph.builder import StateGraph
+    from langgraph_celery.graph.compiled import CompiledGraph
+
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise UsageError(f"expected MODULE:GRAPH (e.g. {DEMO_TARGET}), got {target!r}")
+    module = import_module(module_name)
+    value: Any = module
+    for part in attribute.split("."):
+        if not hasattr(value, part):
+            raise UsageError(f"module {module_name!r} has no attribute {attribute!r}")
+        value = getattr(value, part)
+    if isinstance(value, CompiledGraph):
+        return value
+    hint = (
+        " (compile it: builder.compile(CompileConfig(...)))"
+        if isinstance(value, StateGraph)
+        else ""
+    )
+    raise UsageError(f"{target} is a {type(value).__name__}, not a CompiledGraph{hint}")
+
+
+def load_graphs(target: str) -> dict[str, CompiledGraph]:
+    """The graphs ``target`` names, by their ``MODULE:GRAPH``: the one graph of ``MODULE:GRAPH``,
+    or each :class:`CompiledGraph` a module holds at its top level (``MODULE``) under its first
+    public name, in the order the module defines them."""
+    from langgraph_celery.graph.compiled import CompiledGraph
+
+    if ":" in target:
+        return {target: load_graph(target)}
+    if not target:
+        raise UsageError(f"expected MODULE or MODULE:GRAPH (e.g. {DEMO_TARGET}), got ''")
+    module = import_module(target)
+    graphs: dict[str, CompiledGraph] = {}
+    for name, value in vars(module).items():
+        public = not name.startswith("_")
+        alias = any(value is known for known in graphs.values())
+        if isinstance(value, CompiledGraph) and public and not alias:
+            graphs[f"{target}:{name}"] = value
+    if not graphs:
+        raise UsageError(
+            f"module {target!r} holds no compiled graph at its top level; name one as "
+            f"MODULE:GRAPH (e.g. {DEMO_TARGET})"
+        )
+    return graphs

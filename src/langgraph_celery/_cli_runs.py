@@ -1,0 +1,330 @@
+"""Runs on the command line: ``runs``, ``status`` and ``cancel``, and the run ``state`` shows.
+
+    langgraph-celery runs MODULE:GRAPH [--status S] [--limit N] [--before RUN_ID] [--json]
+    langgraph-celery status MODULE[:GRAPH] RUN_ID [--json]
+    langgraph-celery cancel MODULE[:GRAPH] RUN_ID [--json]
+
+``status`` and ``cancel`` take ``MODULE`` (the run's graph is found among the module's compiled
+graphs by its ``graph_id``) or ``MODULE:GRAPH``: a run id alone does not say where the run is
+stored (see :mod:`langgraph_celery._cli_run_view`, which also says what is known of a run).
+
+``cancel`` stops a run on Celery at its current step (``RunHandle.cancel``): nodes already
+running finish, no further step is dispatched, the checkpoints stay and a resume continues the
+thread.  A run that is not running (parked, failed, completed) is not cancelled (exit code 1).
+A graph run in process (no executor) is refused (exit code 2): its runs live in the process that
+runs them, which this command cannot reach.
+
+Tables are for people: cells are cut to a width and their control characters escaped, times are
+UTC.  ``--json`` prints strict JSON for scripts, in full.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import IO, TYPE_CHECKING, Any
+
+from langgraph_celery._cli_input import UsageError
+from langgraph_celery._cli_load import load_graph
+from langgraph_celery._cli_output import PROG, environment_flags, resume_command, to_json
+from langgraph_celery._cli_run_view import (
+    RunView,
+    find_run,
+    graph_key,
+    latest_of_run,
+    on_celery,
+    run_index,
+    run_view,
+    thread_run,
+)
+from langgraph_celery.checkpoint.index import RunIndex, RunRecord, RunStatus
+
+if TYPE_CHECKING:
+    from langgraph_celery.checkpoint.base import BaseCheckpointSaver, CheckpointView
+    from langgraph_celery.graph.compiled import CompiledGraph
+
+__all__ = [
+    "add_parsers",
+    "cmd_cancel",
+    "cmd_runs",
+    "cmd_status",
+    "run_lines",
+    "runs_table",
+    "state_text",
+    "thread_run",
+]
+
+#: How many runs ``runs`` lists when ``--limit`` is not given (as ``RunIndex.list_runs``).
+DEFAULT_LIMIT = 50
+#: The widest a table cell gets (the run id, the key to every other command, is never cut).
+CELL_WIDTH = 40
+DETAIL_WIDTH = 60
+#: What a table cell shows escaped: control characters (a line break, a terminal's escape
+#: sequence) and lone surrogates (which cannot be written as UTF-8).
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+# -- how runs are shown ---------------------------------------------------------------------------
+
+
+def _cell(text: str | None, width: int | None = CELL_WIDTH) -> str:
+    """``text`` on one line, what it holds that is not printable escaped, cut to ``width``."""
+    if text is None:
+        return "-"
+    shown = _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
+    if width is not None and len(shown) > width:
+        shown = shown[: width - 3] + "..."
+    return shown
+
+
+def _when(moment: datetime | str | None) -> str:
+    """A time as ``YYYY-MM-DD HH:MM:SS`` in UTC (a text that is not a time as it is)."""
+    if moment is None:
+        return "-"
+    if isinstance(moment, str):
+        try:
+            moment = datetime.fromisoformat(text := moment)
+        except ValueError:
+            return _cell(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _detail(run: RunView) -> str:
+    if run.error_type is not None:
+        return f"{run.error_type}: {run.error_message}"
+    parts = [run.reason or ""]
+    if run.deadline:
+        parts.append(f"(deadline {_when(run.deadline)})")
+    return " ".join(part for part in parts if part)
+
+
+def runs_table(runs: Sequence[RunView]) -> str:
+    header = ("RUN", "STATUS", "NODE", "THREAD", "STARTED (UTC)", "UPDATED (UTC)", "DETAIL")
+    rows = [header] + [
+        (
+            run.run_id,
+            run.status.value,
+            _cell(run.node),
+            _cell(run.thread_id),
+            _when(run.created_at),
+            _when(run.updated_at),
+            _cell(_detail(run), DETAIL_WIDTH) if _detail(run) else "",
+        )
+        for run in runs
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+def run_lines(run: RunView) -> list[tuple[str, str]]:
+    """The run as ``(label, value)`` lines, for a block of ``label: value``."""
+    lines = [
+        ("run", run.run_id),
+        ("graph", _cell(run.graph_id, None) if run.graph_id else "- (no graph_id)"),
+        ("thread", _cell(run.thread_id, None)),
+        ("status", run.status.value),
+        ("node", _cell(run.node, None)),
+    ]
+    if run.status is RunStatus.PARKED:
+        lines.append(("reason", _cell(run.reason, None)))
+        lines.append(("deadline", f"{_when(run.deadline)} UTC" if run.deadline else "none"))
+        shown = {k: v for k, v in run.metadata.items() if k not in ("expires_at", "resume_with")}
+        if shown:
+            lines.append(("metadata", _cell(to_json(shown), None)))
+    if run.error_type is not None:
+        lines.append(("error", _cell(f"{run.error_type}: {run.error_message}", None)))
+    lines.append(("started", f"{_when(run.created_at)} UTC" if run.created_at else "-"))
+    lines.append(("updated", f"{_when(run.updated_at)} UTC" if run.updated_at else "-"))
+    return lines
+
+
+def block(lines: Iterable[tuple[str, str]]) -> str:
+    pairs = list(lines)
+    width = max(len(label) for label, _ in pairs) + 2
+    return "\n".join(f"{label + ':':<{width}}{value}" for label, value in pairs)
+
+
+def state_text(snapshot: Mapping[str, Any], run: RunView | None) -> str:
+    """``state``'s table: the checkpoint (a ``snapshot_json`` document), its run, its values."""
+    step = f"step {snapshot['step']}, by node {_cell(snapshot['node'], None)}"
+    lines = [
+        ("thread", _cell(snapshot["thread_id"], None)),
+        ("checkpoint", f"{snapshot['checkpoint_id']} ({step})"),
+        ("next", ", ".join(_cell(node, None) for node in snapshot["next"]) or "-"),
+        ("created", f"{_when(snapshot['created_at'])} UTC" if snapshot["created_at"] else "-"),
+    ]
+    if run is not None:
+        lines += [line for line in run_lines(run) if line[0] != "thread"]
+    values = to_json(snapshot["values"], indent=2)
+    return f"{block(lines)}\nvalues:\n{values}"
+
+
+def _hints(run: RunView, target: str, graph: CompiledGraph, env: list[str]) -> list[str]:
+    """What the user can do next with ``run``, as commands to copy."""
+    if run.status is RunStatus.RUNNING and on_celery(graph):
+        return ["cancel it with:", f"  {_command('cancel', target, run.run_id, *env)}"]
+    if run.status is RunStatus.PARKED:
+        suggested = run.metadata.get("resume_with")
+        update = dict(suggested) if isinstance(suggested, Mapping) else None
+        return ["resume it with:", f"  {resume_command(target, run.thread_id, update, env)}"]
+    if run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
+        what = "run its failed step again" if run.status is RunStatus.FAILED else "continue it"
+        return [f"{what} with:", f"  {resume_command(target, run.thread_id, None, env)}"]
+    return []
+
+
+def _command(command: str, *words: str) -> str:
+    return " ".join(shlex.quote(word) for word in (PROG, command, *words))
+
+
+# -- the commands ---------------------------------------------------------------------------------
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def add_parsers(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    target: argparse.ArgumentParser,
+    env: argparse.ArgumentParser,
+) -> None:
+    """The ``runs``, ``status`` and ``cancel`` subcommands (``target``: the parent parser with
+    ``MODULE:GRAPH`` and the environment options; ``env``: the environment options alone)."""
+    as_json = argparse.ArgumentParser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="print JSON (for scripts)")
+    runs = commands.add_parser(
+        "runs", parents=[target, as_json], help="a graph's runs, newest first"
+    )
+    runs.add_argument(
+        "--status", choices=[status.value for status in RunStatus], help="only runs with it"
+    )
+    runs.add_argument(
+        "--limit",
+        type=_positive,
+        default=DEFAULT_LIMIT,
+        metavar="N",
+        help=f"at most N runs (default {DEFAULT_LIMIT})",
+    )
+    runs.add_argument("--before", metavar="RUN_ID", help="the page after this run")
+    one_run = argparse.ArgumentParser(add_help=False, parents=[env, as_json])
+    one_run.add_argument(
+        "target",
+        metavar="MODULE[:GRAPH]",
+        help="the module whose graphs' store holds the run (or one graph of it)",
+    )
+    one_run.add_argument("run_id", metavar="RUN_ID", help="as `run` prints it, `runs` lists it")
+    commands.add_parser("status", parents=[one_run], help="a run's status, interruption, error")
+    commands.add_parser("cancel", parents=[one_run], help="stop a running run (Celery)")
+
+
+def cmd_runs(args: argparse.Namespace, out: IO[str]) -> int:
+    graph = load_graph(args.target)
+    saver = run_index(graph, args.target)
+    assert isinstance(saver, RunIndex)
+    before = None
+    if args.before:
+        before = saver.get_run(args.before)
+        if before is None or before.graph_id != graph_key(graph):
+            raise UsageError(f"--before {args.before}: no such run of {args.target}")
+    status = RunStatus(args.status) if args.status else None
+    records = saver.list_runs(graph_key(graph), status, limit=args.limit + 1, before=before)
+    more = len(records) > args.limit
+    records = records[: args.limit]
+    runs = [
+        run_view(_details_view(saver, record), record)
+        if record.status in (RunStatus.PARKED, RunStatus.FAILED)
+        else run_view(None, record)
+        for record in records
+    ]
+    next_before = runs[-1].run_id if more else None
+    if graph.config.graph_id is None:
+        print(
+            f"note: {args.target} has no graph_id; these are the runs of every graph compiled "
+            "without one on this store (CompileConfig(graph_id=...) tells them apart)",
+            file=sys.stderr,
+        )
+    if args.json:
+        document = {"runs": [run.to_json() for run in runs], "next_before": next_before}
+        print(to_json(document, indent=2), file=out)
+        return 0
+    if not runs:
+        which = f" {status.value}" if status else ""
+        print(f"no{which} runs of {args.target}", file=out)
+        return 0
+    print(runs_table(runs), file=out)
+    if next_before is not None:
+        words = [args.target] + (["--status", status.value] if status else [])
+        words += ["--limit", str(args.limit)] if args.limit != DEFAULT_LIMIT else []
+        words += ["--before", next_before, *environment_flags(args)]
+        print(f"more: {_command('runs', *words)}", file=out)
+    return 0
+
+
+def _details_view(saver: BaseCheckpointSaver, record: RunRecord) -> CheckpointView | None:
+    """For a list: the store's view of the run's checkpoint when it is its thread's latest
+    (one read; a run a later one followed on its thread shows its details in ``status``)."""
+    return latest_of_run(saver, record.thread_id, record.run_id, history=False)
+
+
+def cmd_status(args: argparse.Namespace, out: IO[str]) -> int:
+    found = find_run(args.target, args.run_id)
+    if args.json:
+        print(to_json(found.run.to_json(), indent=2), file=out)
+        return 0
+    print(block(run_lines(found.run)), file=out)
+    for line in _hints(found.run, found.target, found.graph, environment_flags(args)):
+        print(line, file=out)
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace, out: IO[str]) -> int:
+    from langgraph_celery.worker.handle import RunHandle
+
+    found = find_run(args.target, args.run_id)
+    run, graph = found.run, found.graph
+    if not on_celery(graph):
+        raise UsageError(
+            f"{found.target} runs in process (no executor): a run of it lives in the process "
+            "that runs it, which this command cannot reach; stop it there (Ctrl-C, or "
+            "GraphStream.cancel()). A parked or failed run runs nothing until it is resumed."
+        )
+    cancelled = RunHandle(run.run_id, run.thread_id, graph).cancel()
+    after = find_run(found.target, run.run_id).run
+    done = cancelled or after.status is RunStatus.CANCELLED
+    if args.json:
+        print(to_json({"cancelled": cancelled, "run": after.to_json()}, indent=2), file=out)
+    elif cancelled:
+        print(
+            f"cancelled run {run.run_id} on thread {_cell(run.thread_id, None)}: it stops "
+            "before its next step (nodes already running finish); its checkpoints stay",
+            file=out,
+        )
+        for line in _hints(after, found.target, graph, environment_flags(args)):
+            print(line, file=out)
+    elif done:
+        print(f"run {run.run_id} was cancelled already", file=out)
+    if not done:
+        at = f" at node {after.node!r}" if after.node else ""
+        print(
+            f"{PROG} cancel: run {run.run_id} is {after.status.value}{at}, not running: "
+            "nothing to cancel",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
