@@ -224,6 +224,8 @@ def test_status_explains_a_parked_run_and_prints_the_command_that_resumes_it(db:
 def test_a_failed_runs_error_is_shown_without_the_password_it_holds(db: str) -> None:
     failed = cli("run", "cli_runs_graphs:broken", "--thread", "broken", "--db", db)
     assert failed.returncode == 1
+    assert "failed with" in failed.stderr and "app:**@db.internal" in failed.stderr
+    assert PASSWORD not in failed.stdout + failed.stderr  # (run's own error line too)
     run_id = run_id_in(failed.stdout)
 
     document = as_json(cli("status", "cli_runs_graphs", run_id, "--db", db, "--json"))

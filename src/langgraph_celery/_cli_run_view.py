@@ -21,7 +21,6 @@ them.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph_celery._cli_input import UsageError
 from langgraph_celery._cli_load import load_graphs
 from langgraph_celery._cli_output import ENV_VARIABLES
-from langgraph_celery._cli_secrets import Secrets, masked
+from langgraph_celery._cli_secrets import Secrets, mask_urls
 from langgraph_celery.checkpoint.index import RunIndex, RunRecord, RunStatus
 
 if TYPE_CHECKING:
@@ -48,8 +47,6 @@ __all__ = [
     "run_view",
     "thread_run",
 ]
-
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
 
 
 @dataclass(frozen=True)
@@ -107,7 +104,7 @@ def scrubbed(text: str | None) -> str | None:
     if text is None:
         return None
     secrets = Secrets(os.environ.get(variable, "") for variable in ENV_VARIABLES.values())
-    return secrets.redact(_URL.sub(lambda match: masked(match.group()), text))
+    return secrets.redact(mask_urls(text))
 
 
 def run_view(view: CheckpointView | None, record: RunRecord | None) -> RunView:

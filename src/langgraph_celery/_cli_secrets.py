@@ -160,8 +160,18 @@ class Secrets:
         return text if self._pattern is None else self._pattern.sub(MASK, text)
 
 
+#: A URL in a text (an error message, a log line): its password is masked wherever it is shown.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
+def mask_urls(text: str) -> str:
+    """``text`` with the password of every URL in it masked (see :func:`masked`)."""
+    return _URL.sub(lambda match: masked(match.group()), text)
+
+
 class RedactingStream:
-    """A text stream that writes to ``stream`` what it is given, with the secrets redacted.
+    """A text stream that writes to ``stream`` what it is given, with the secrets redacted and
+    the password of any URL in it masked (a node's error may name a database of its own).
 
     Each ``write`` is redacted on its own: a secret split over two writes is not found (``print``,
     ``logging`` and ``traceback`` write a URL in one piece)."""
@@ -170,7 +180,7 @@ class RedactingStream:
         self.stream, self.secrets = stream, secrets
 
     def write(self, text: str) -> int:
-        self.stream.write(self.secrets.redact(text))
+        self.stream.write(self.secrets.redact(mask_urls(text)))
         return len(text)
 
     def writelines(self, lines: Iterable[str]) -> None:
