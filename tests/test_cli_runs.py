@@ -292,16 +292,25 @@ def test_cancel_stops_a_running_run_on_the_in_process_worker(db: str) -> None:
     assert [r["run_id"] for r in listed["runs"]] == [run_id]
 
 
-def test_cancel_refuses_a_run_that_is_not_running(db: str) -> None:
-    run_id = run_id_in(ok(cli("run", "cli_runs_graphs:approval", "--db", db)))
+def test_cancel_cancels_a_parked_run_and_refuses_a_completed_one(db: str) -> None:
+    target = "cli_runs_graphs:approval"
+    run_id = run_id_in(ok(cli("run", target, "--thread", "c-parked", "--db", db)))
+    assert as_json(cli("status", "cli_runs_graphs", run_id, "--db", db, "--json"))["status"] == (
+        "parked"
+    )
+    assert "cancelled run" in ok(cli("cancel", "cli_runs_graphs", run_id, "--db", db))
+    assert as_json(cli("status", "cli_runs_graphs", run_id, "--db", db, "--json"))["status"] == (
+        "cancelled"
+    )
+    # resumable like any cancelled run
+    ok(cli("resume", target, "--thread", "c-parked", "--update", '{"approved": true}', "--db", db))
+    document = as_json(cli("status", "cli_runs_graphs", run_id, "--db", db, "--json"))
+    assert document["status"] == "completed"
     result = cli("cancel", "cli_runs_graphs", run_id, "--db", db)
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr == (
-        f"langgraph-celery cancel: run {run_id} is parked at node 'approve', not running: "
+        f"langgraph-celery cancel: run {run_id} is completed, neither running nor parked: "
         "nothing to cancel\n"
-    )
-    assert as_json(cli("status", "cli_runs_graphs", run_id, "--db", db, "--json"))["status"] == (
-        "parked"
     )
 
 

@@ -14,6 +14,7 @@ from langgraph_celery import (
     CompileConfig,
     GraphDefinitionError,
     GraphInput,
+    GraphInterrupt,
     GraphStateError,
     InvalidUpdateError,
     NodeError,
@@ -137,3 +138,41 @@ def test_the_run_index_follows_each_run_to_its_end(saver: BaseCheckpointSaver) -
     [failed] = saver.list_runs(graph_id="failing")
     assert (failed.status, failed.node) == (RunStatus.FAILED, "boom")
     assert [r.status for r in saver.list_runs(graph_id="indexed")] == [RunStatus.COMPLETED]
+
+
+def test_the_store_tells_how_an_in_process_run_stopped_as_it_does_for_celery(
+    saver: BaseCheckpointSaver,
+) -> None:
+    """Parked and failed runs leave the same marks in process as on workers, so any reader
+    (the CLI, the console) gets the interruption's reason or the failure from the store."""
+    from langgraph_celery.worker.client import status_of
+
+    def gate(state: Any) -> dict[str, Any]:
+        if not state.value("approved"):
+            raise GraphInterrupt("approve?", {"asked": "you"})
+        if state.value("explode"):
+            raise RuntimeError("boom")
+        return {"done": True}
+
+    graph = (
+        StateGraph()
+        .add_node("gate", gate)
+        .add_edge(START, "gate")
+        .add_edge("gate", END)
+        .compile(CompileConfig(checkpoint_saver=saver, graph_id="gated"))
+    )
+    config = RunnableConfig(thread_id="marks")
+    graph.invoke({}, config)
+    parked = status_of(saver.get_with_writes("marks"))
+    assert parked.status is RunStatus.PARKED and parked.parking is not None
+    assert (parked.parking.node_id, parked.parking.reason) == ("gate", "approve?")
+    assert parked.parking.metadata == {"asked": "you"}
+
+    with pytest.raises(NodeError):
+        graph.invoke(GraphInput.resume({"approved": True, "explode": True}), config)
+    failed = status_of(saver.get_with_writes("marks"))
+    assert failed.status is RunStatus.FAILED and failed.failure is not None
+    assert (failed.failure.node_id, failed.failure.error_type) == ("gate", "RuntimeError")
+
+    assert graph.invoke(GraphInput.resume({"explode": False}), config).data["done"] is True
+    assert status_of(saver.get_with_writes("marks")).status is RunStatus.COMPLETED

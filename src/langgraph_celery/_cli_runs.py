@@ -312,7 +312,8 @@ def cmd_cancel(args: argparse.Namespace, out: IO[str]) -> int:
     elif cancelled:
         print(
             f"cancelled run {run.run_id} on thread {_cell(run.thread_id, None)}: it stops "
-            "before its next step (nodes already running finish); its checkpoints stay",
+            "before its next step (nodes already running finish), or stays where it was parked; "
+            "its checkpoints stay, and a resume continues it",
             file=out,
         )
         for line in _hints(after, found.target, graph, environment_flags(args)):
@@ -322,8 +323,8 @@ def cmd_cancel(args: argparse.Namespace, out: IO[str]) -> int:
     if not done:
         at = f" at node {after.node!r}" if after.node else ""
         print(
-            f"{PROG} cancel: run {run.run_id} is {after.status.value}{at}, not running: "
-            "nothing to cancel",
+            f"{PROG} cancel: run {run.run_id} is {after.status.value}{at}, neither running nor "
+            "parked: nothing to cancel",
             file=sys.stderr,
         )
         return 1

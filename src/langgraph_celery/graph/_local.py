@@ -5,9 +5,11 @@ nodes) or in threads (plain nodes), and carries out the run loop's decisions
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from langgraph_celery.checkpoint.base import Checkpoint, PendingTask
@@ -15,11 +17,18 @@ from langgraph_celery.checkpoint.index import RunStatus
 from langgraph_celery.errors import GraphError, NodeError
 from langgraph_celery.graph import _loop, _sync
 from langgraph_celery.graph._engine import Engine
-from langgraph_celery.graph._loop import Action, Failure, Parking, StepMarks
+from langgraph_celery.graph._loop import Action, Failure, Mark, Parking, StepMarks
 from langgraph_celery.graph.config import RunnableConfig
-from langgraph_celery.graph.types import GraphInput, GraphInterrupt, NodeOutput
+from langgraph_celery.graph.types import (
+    GraphInput,
+    GraphInterrupt,
+    InterruptionMetadata,
+    NodeOutput,
+)
 
 __all__ = ["Outcome", "run_local"]
+
+log = logging.getLogger("langgraph_celery")
 
 
 @dataclass
@@ -145,6 +154,7 @@ async def run_local(
     await engine.record(checkpoint, RunStatus.RUNNING)
     status: RunStatus | None = None  # how the run stopped, once the loop decided it
     node: str | None = None
+    failure: Failure | None = None
     try:
         if start is not None:
             yield start
@@ -173,7 +183,7 @@ async def run_local(
                 return
             if decision.action is Action.FAIL:
                 assert decision.error is not None
-                status, node = RunStatus.FAILED, decision.node
+                status, node, failure = RunStatus.FAILED, decision.node, decision.failure
                 raise decision.error
             # (the task running this step, for cancel(interrupt=True) to cancel from any thread)
             outcome.loop, outcome.step = asyncio.get_running_loop(), asyncio.current_task()
@@ -199,15 +209,16 @@ async def run_local(
                     outcome.value = engine.interruption(checkpoint, decision.parking)
                     outcome.done, status, node = True, RunStatus.PARKED, decision.node
                     return
-                status, node = RunStatus.FAILED, decision.node
+                status, node, failure = RunStatus.FAILED, decision.node, decision.failure
                 _raise_failure(step)
             try:
                 result = await engine.finish(checkpoint, updates, config)
-            except GraphError:
+            except GraphError as error:
                 # Every node ran, the step failed as a whole (conflicting writes, a route): keep
                 # the updates, as the Celery workers do, so that a resume merges them again.
                 await _keep_writes(engine, checkpoint, checkpoint.tasks, updates)
                 status, node = RunStatus.FAILED, checkpoint.next[-1]
+                failure = Failure.of_error(node, error)
                 raise
             for output in result.outputs:
                 yield output
@@ -223,6 +234,36 @@ async def run_local(
         # (no status: the caller stopped iterating, or cancelled the task, mid-run)
         if engine.saver is not None and checkpoint.thread_id:
             await engine.record(checkpoint, status or RunStatus.CANCELLED, node)
+            await _mark_stop(engine, checkpoint, status, outcome, failure)
+
+
+async def _mark_stop(
+    engine: Engine,
+    checkpoint: Checkpoint,
+    status: RunStatus | None,
+    outcome: Outcome,
+    failure: Failure | None,
+) -> None:
+    """Leave on the checkpoint where the run stopped the mark the Celery executor leaves there
+    (parked: the interruption; failed: the failure), so that the store tells how any run
+    stopped, whichever executor ran it.  Best effort: a store that fails here does not hide why
+    the run stopped."""
+    assert engine.saver is not None
+    if status is RunStatus.PARKED and isinstance(outcome.value, InterruptionMetadata):
+        value = outcome.value
+        parking = Parking(value.node_id, value.reason, dict(value.metadata))
+        mark, node, data = Mark.INTERRUPT, value.node_id, parking.to_data(datetime.now(UTC))
+    elif status is RunStatus.FAILED and failure is not None:
+        mark, node, data = Mark.ERROR, failure.node_id, failure.to_data()
+    else:
+        return
+    saver = engine.saver
+    try:
+        await engine.io(
+            saver.put_writes, checkpoint.thread_id, checkpoint.checkpoint_id, mark, node, data
+        )
+    except Exception as error:  # (the run's own outcome is what the caller sees)
+        log.warning("could not mark run %s %s: %s", checkpoint.run_id, status, error)
 
 
 def _timed_out(engine: Engine, checkpoint: Checkpoint, timeout: float | None) -> TimeoutError:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
 from langgraph_celery.checkpoint.base import (
@@ -120,6 +121,15 @@ class Parking:
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Parking:
         return cls(str(data.get("node_id")), data.get("reason"), dict(data.get("metadata") or {}))
+
+    def to_data(self, parked_at: datetime) -> dict[str, Any]:
+        """What the run's ``INTERRUPT`` mark stores."""
+        return {
+            "node_id": self.node_id,
+            "reason": self.reason,
+            "metadata": dict(self.metadata),
+            "parked_at": parked_at.isoformat(),
+        }
 
 
 @dataclass(frozen=True)

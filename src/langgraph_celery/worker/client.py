@@ -539,8 +539,9 @@ class CelerySource:
         return latest
 
     def cancel(self, thread_id: str, run_id: str) -> bool:
-        """Stop run ``run_id`` at its current step; True if this call cancelled it (False when
-        it had stopped, or reached END while being cancelled: it stays completed).
+        """Stop run ``run_id`` at its current step, or cancel it where it is parked; True if this
+        call cancelled it (False when it had failed, completed or been cancelled, or reached END
+        while being cancelled: it stays completed).  A cancelled run is resumable.
 
         Nodes already running finish, but no further step is dispatched: the next node task
         sees the mark on its parent checkpoint and stops.
@@ -551,7 +552,8 @@ class CelerySource:
             return self.latest_of_run(thread_id, run_id)
 
         status = read_status(runtime, _store(latest_of_run))
-        if status.terminal or status.checkpoint is None:
+        cancellable = (RunStatus.RUNNING, RunStatus.PARKED)
+        if status.status not in cancellable or status.checkpoint is None:
             return False
         marked = status.checkpoint
         cancelled = _store(runtime.mark, marked, Mark.CANCEL, END, {})

@@ -120,7 +120,8 @@ class RunHandle:
                 subscription.close()
 
     def cancel(self) -> bool:
-        """Stop the run at its current step; True if this call cancelled it.
+        """Stop the run at its current step (or where it is parked); True if this call
+        cancelled it.
 
         Nodes already running finish, but no further step is dispatched: the next node task
         sees the mark on its parent checkpoint and stops.

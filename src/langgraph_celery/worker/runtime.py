@@ -150,17 +150,8 @@ class GraphRuntime:
             metadata["expires_at"] = due.isoformat()
         # the run index first: whoever sees the mark (the run's waiters) finds the record
         self.record(checkpoint, RunStatus.PARKED, parking.node_id)
-        self.mark(
-            checkpoint,
-            Mark.INTERRUPT,
-            parking.node_id,
-            {
-                "node_id": parking.node_id,
-                "reason": parking.reason,
-                "metadata": metadata,
-                "parked_at": now.isoformat(),
-            },
-        )
+        parked = dataclasses.replace(parking, metadata=metadata)
+        self.mark(checkpoint, Mark.INTERRUPT, parking.node_id, parked.to_data(now))
         if due is not None:
             self.saver.set_timer(
                 checkpoint.thread_id, checkpoint.run_id, self.graph_id, names.DEADLINE_TIMER, due
