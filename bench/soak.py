@@ -129,8 +129,6 @@ SLOW_GRACE = 30.0
 RESUME_ATTEMPTS = 30
 START_ATTEMPTS = 8
 NODE_TASK_PREFIX = "langgraph_celery.node."
-#: Statuses a run can end at (``stuck``: the driver gave up resuming the thread).
-TERMINAL = ("completed", "failed", "cancelled", "stuck")
 
 log = logging.getLogger("bench.soak")
 
