@@ -8,10 +8,25 @@ Set-up (see ``bench/soak_app.py`` for the app and graphs):
 * PostgreSQL database ``lgc_soak`` (created if missing) holds the checkpoints, in tables under a
   unique prefix dropped at the end.
 * Two workers: ``celery -A bench.soak_app worker -P prefork -c 2 -n w1@%h`` and ``w2@%h``.
-* The driver (this process) keeps ``--inflight`` runs going with ``graph.start(...)``: two thirds
-  of ``soak_fan`` (``a -> b1, b2 -> c``), one third of ``soak_park`` (the same, parked before
-  ``c``; the driver resumes it after a random delay with ``GraphInput.resume``).  It polls each
-  run with ``RunHandle.status()`` and calls the reaper, ``reap(executor)``, every second
+* The driver (this process) keeps ``--inflight`` runs going with ``graph.start(...)``, of five
+  kinds, each with the ending it must reach (``soak_app.intended``), chaos or not:
+
+  ``fan`` (45 %)     ``a -> b1, b2 -> c``: completed;
+  ``park`` (25 %)    the same, parked before ``c``; the driver resumes it after a random delay
+                     with ``GraphInput.resume``: completed;
+  ``poison`` (10 %)  a node (``a``, alone in its step, or ``b1``, beside ``b2``) returns an
+                     update the JSON serializer refuses or a reducer raises on: failed, with
+                     ``SerializationError`` / ``InvalidUpdateError``;
+  ``dying`` (8 %)    a node ends its pool process on every delivery (``sys.exit``,
+                     ``os._exit``): failed, ``NodeError`` ``WorkerLostError`` (after 3
+                     deliveries);
+  ``hang`` (12 %)    a node with a 1 s timeout sleeps past it: on every attempt (failed,
+                     ``TimeoutError``), on its first only (its RetryPolicy retries it: completed),
+                     or ignoring the soft limit until the hard one kills it (failed,
+                     ``TimeoutError`` "ran past its hard time limit").
+
+  It polls each run with ``RunHandle.status()`` (and, for a failed one, takes the error from
+  ``RunHandle.wait``), and calls the reaper, ``reap(executor)``, every second
   (``stalled_after`` = 3 s), standing in for ``celery beat``.
 * A chaos thread fires one action every 0.5-1 s, picked at random:
 
@@ -20,19 +35,30 @@ Set-up (see ``bench/soak_app.py`` for the app and graphs):
   ``duplicate``      a node message sent again with the same task id and kwargs (taken from
                      the unacked messages, the queue, or a finished task's extended result);
   ``double_resume``  two concurrent resumes of the same parked thread (one must win);
-  ``pg_kill``        ``pg_terminate_backend`` of every other backend of the soak database.
+  ``pg_kill``        ``pg_terminate_backend`` of every other backend of the soak database;
+  ``revoke``         what Flower's *Terminate* does: ``app.control.revoke(task_id,
+                     terminate=True)`` of a node task of a ``fan`` or ``park`` run that a worker
+                     reports active (``inspect().active()``), the one with the most time left.
+                     The run must then be ``cancelled`` (``RunHandle.status()`` and the run
+                     index agree); the driver resumes it with ``GraphInput.resume()``, after
+                     which it must complete like any run of its kind.  If the node finished
+                     before the revoke reached it, the run goes on and completes.
 
 At the end, with the chaos stopped and the runs drained, each thread's final state is read.  A
-node appends ``<thread>:<node>`` to the ``log`` appender, so for every completed run each expected
-token must appear exactly once: a missing one is an *update lost*, an extra copy an *update
-doubled* (counted on every run, completed or not).  Also shown: worker RSS (main + pool
-processes, ``/proc/<pid>/status`` VmRSS) before and after, wall time, runs/s, the chaos actions
-by kind, what the reaper did, the client errors, and node executions (a node may run more than
-once, e.g. after ``kill -9``; its update must still land once).
+node appends ``<thread>:<node>`` to the ``log`` appender, so every run's final state must hold
+each token of its intended ending exactly once and no other: a missing one is an *update lost*,
+an extra copy an *update doubled*, any other token (an update of a failed step, another
+thread's) *foreign*.  Each run must have ended as intended (status, and for a failed run the
+error), ``RunHandle.status()`` must agree with the run index (``saver.get_run``), and the index
+must list no run of the soak's graphs as running or parked.  Also shown: the endings by kind and
+fault, worker RSS (main + pool processes, ``/proc/<pid>/status`` VmRSS) before and after, wall
+time, runs/s (runs ended as intended per second), the chaos actions by kind, what the reaper
+did, the client errors, and node executions (a node may run more than once, e.g. after ``kill
+-9``; its update must still land once).
 
-Any run that did not complete, or a lost/doubled update, is diagnosed: the driver's events for
-the thread, its checkpoints (oldest first) with their writes and markers, its timer, its node
-executions and the worker log lines naming it.
+Any run that did not end as intended, or a lost/doubled/foreign update, is diagnosed: the
+driver's events for the thread, its checkpoints (oldest first) with their writes and markers,
+its timer, its node executions and the worker log lines naming it.
 
 Run from the repository root: ``python -m bench.soak`` (2,000 runs), ``--quick`` (100 runs),
 ``--runs N``, ``--json PATH``, ``--time-limit S`` (stop starting runs after S seconds).
@@ -90,8 +116,11 @@ PG_ADMIN_URL = os.environ.get(
 PG_DATABASE = "lgc_soak"
 STALLED_AFTER = 3.0
 REAP_EVERY = 1.0
-CHAOS_KINDS = ("kill9", "flushdb", "duplicate", "double_resume", "pg_kill")
-PARK_SHARE = 1 / 3
+CHAOS_KINDS = ("kill9", "flushdb", "duplicate", "double_resume", "pg_kill", "revoke")
+#: The run kinds a chaos ``revoke`` picks a node of (their intended ending is completed).
+REVOKABLE = ("fan", "park")
+#: A revoke aims at a node with at least this long (seconds) still to run.
+REVOKE_MIN_LEFT = 0.05
 POLL_EVERY = 0.4
 #: A run still going after this many seconds stops counting against --inflight.
 SLOW_AFTER = 45.0
@@ -100,8 +129,6 @@ SLOW_GRACE = 30.0
 RESUME_ATTEMPTS = 30
 START_ATTEMPTS = 8
 NODE_TASK_PREFIX = "langgraph_celery.node."
-#: Run statuses the driver stops following at (``stuck``: it gave up resuming the thread).
-TERMINAL = ("completed", "failed", "cancelled", "stuck")
 
 log = logging.getLogger("bench.soak")
 
@@ -128,6 +155,13 @@ def _short(error: BaseException) -> str:
     elif select := re.search(r"\[SQL: (?:WITH|SELECT)\b.*?\bFROM\s+([^\s(,]+)", message, re.S):
         where = f" [SQL: SELECT ... FROM {select.group(1)} ...]"
     return f"{type(error).__name__}: {first[:160]}{where}"
+
+
+def _names(kwargs: Any) -> tuple[str, str]:
+    """The thread and node a node task's keyword arguments name."""
+    if not isinstance(kwargs, dict):
+        return "", ""
+    return str(kwargs.get("thread_id", "")), str(kwargs.get("node", ""))
 
 
 # -- services -------------------------------------------------------------------------------------
@@ -266,23 +300,39 @@ def worker_memory(workers: Sequence[Worker]) -> dict[str, dict[str, int]]:
 @dataclass
 class RunRecord:
     index: int
-    kind: str  # "fan" or "park"
+    kind: str  # a key of soak_app.KINDS
     thread_id: str
+    fault: Any = None  # a soak_app.Fault for the faulty kinds
+    intended: Any = None  # the soak_app.Ending the run must reach
     run_id: str = ""
     started_at: float = 0.0  # monotonic, 0 until started
     done_at: float = 0.0
-    status: str = "pending"  # pending, running, parked, completed, failed, cancelled
-    resumed: bool = False
+    status: str = "pending"  # pending, running, parked, completed, failed, cancelled, stuck
+    done: bool = False  # the driver stopped following the run (it ended, or it gave up)
+    error: str = ""  # a failed run's error: class name (NodeError/<error_type>)
+    error_message: str = ""
+    resumed: bool = False  # (park) the resume that adds the "resume" token was accepted
     resume_busy: bool = False  # a resume is being attempted (main loop or chaos)
     resume_at: float = 0.0
     resume_attempts: int = 0
+    last_resume: str = ""  # what the last resume attempt was: "token" or "plain"
+    revoked_task: str = ""  # the task id a chaos revoke terminated
+    revoke_pending: bool = False  # revoked, and not yet seen cancelled or completed
+    cancels_seen: int = 0  # times the driver found it cancelled after a revoke
+    cancel_index: list[str] = field(default_factory=list)  # the run index's status then
+    cancel_resumes: int = 0  # resumes of it accepted after a cancel
     slow: bool = False
     next_poll: float = 0.0
     events: list[str] = field(default_factory=list)
 
     @property
     def live(self) -> bool:
-        return self.started_at > 0 and self.status not in TERMINAL
+        return self.started_at > 0 and not self.done
+
+    @property
+    def label(self) -> str:
+        """The kind, and for a faulty kind its mode."""
+        return self.kind if self.fault is None else f"{self.kind}/{self.fault.mode}"
 
 
 class Soak:
@@ -306,10 +356,19 @@ class Soak:
         self.lock = threading.RLock()
         self.t0 = time.monotonic()
         self.records: list[RunRecord] = []
+        kinds, shares = list(app_module.KINDS), list(app_module.KINDS.values())
         for index in range(runs):
-            kind = "park" if self.rng.random() < PARK_SHARE else "fan"
+            kind = self.rng.choices(kinds, shares)[0]
+            fault = None
+            if kind in app_module.FAULT_MODES:
+                fault = app_module.Fault(
+                    kind,
+                    self.rng.choice(app_module.FAULT_MODES[kind]),
+                    self.rng.choice(app_module.FAULT_NODES),
+                )
             thread = f"soak-{index:05d}-{kind}-{uuid.uuid4().hex[:6]}"
-            self.records.append(RunRecord(index, kind, thread))
+            ending = app_module.intended(kind, fault)
+            self.records.append(RunRecord(index, kind, thread, fault, ending))
         self.by_thread = {r.thread_id: r for r in self.records}
         self.client_errors: Counter[str] = Counter()
         self.reaper_counts: Counter[str] = Counter()
@@ -318,6 +377,8 @@ class Soak:
         self.chaos_detail: Counter[str] = Counter()
         self.chaos_errors: Counter[str] = Counter()
         self.double_resume_outcomes: Counter[str] = Counter()
+        #: times the chaos kill -9'd a process running a token (``<thread>:<node>``)
+        self.kill9_hits: Counter[str] = Counter()
         self.stop_chaos = threading.Event()
         self.stop_reaper = threading.Event()
         self.broker = redis.Redis.from_url(services.broker_url, socket_timeout=5)
@@ -357,7 +418,9 @@ class Soak:
 
     def start(self, record: RunRecord) -> None:
         graph, cfg = self.graph(record), self.config(record)
-        token = {"log": [f"{record.thread_id}:input"]}
+        token: dict[str, Any] = {"log": [f"{record.thread_id}:input"]}
+        if record.fault is not None:
+            token["fault"] = record.fault.to_input()
         record.started_at = time.monotonic()
         record.status = "running"
         record.next_poll = record.started_at + POLL_EVERY
@@ -386,6 +449,8 @@ class Soak:
             self.event(record, f"started run {handle.run_id[:8]}")
             return
         record.status = "failed"
+        record.done = True
+        record.error = "could not start"
         record.done_at = time.monotonic()
         self.event(record, "could not start")
 
@@ -405,13 +470,40 @@ class Soak:
         except Exception as error:
             self.client_errors[f"status: {type(error).__name__}"] += 1
             return
+        if status == "failed" and not record.error:
+            record.error, record.error_message = self.failure_of(handle)
+            if not record.error:
+                return  # (the error could not be read: at the next poll)
+        index = ""
+        if status == "cancelled" and record.revoke_pending and record.resume_at == 0:
+            index = self.index_status(record)
         with self.lock:
             previous = record.status
             if status != previous:
                 record.events.append(f"{self.now():8.3f}s status {previous} -> {status}")
             record.status = status
-            if status in ("completed", "failed", "cancelled"):
+            if status in ("completed", "failed"):
+                if status == "failed":
+                    record.events.append(
+                        f"{self.now():8.3f}s error {record.error}: {record.error_message[:200]}"
+                    )
+                if record.revoke_pending:
+                    record.events.append(f"{self.now():8.3f}s the revoke did not cancel it")
+                    record.revoke_pending = False
+                record.done = True
                 record.done_at = now
+                return
+            if status == "cancelled":
+                if not record.revoke_pending:
+                    record.events.append(f"{self.now():8.3f}s UNEXPECTED cancel")
+                    record.done = True
+                    record.done_at = now
+                elif record.resume_at == 0 and not record.resume_busy:
+                    # cancelled by the chaos revoke, as intended: resume it after a while
+                    record.cancels_seen += 1
+                    record.cancel_index.append(index)
+                    record.events.append(f"{self.now():8.3f}s run index says {index}")
+                    record.resume_at = now + self.rng.uniform(0.1, 1.0)
                 return
             if status == "parked":
                 if record.kind != "park" or record.resumed:
@@ -422,43 +514,87 @@ class Soak:
                 record.slow = True
                 record.events.append(f"{self.now():8.3f}s still {status} after {SLOW_AFTER:g} s")
 
-    def resume_once(self, record: RunRecord, who: str) -> bool:
-        """One resume attempt; True if this call resumed the thread."""
+    def failure_of(self, handle: Any) -> tuple[str, str]:
+        """The error ``RunHandle.wait`` raises for a failed run: its class name
+        (``NodeError/<error_type>``) and message; ``("", "")`` if it could not be read."""
+        from langgraph_celery import GraphError, NodeError
+
+        try:
+            handle.wait(timeout=10)
+        except NodeError as error:
+            return f"NodeError/{error.error_type}", str(error)
+        except GraphError as error:
+            return type(error).__name__, str(error)
+        except Exception as error:
+            self.client_errors[f"wait: {type(error).__name__}"] += 1
+            return "", ""
+        return "none", "RunHandle.wait returned a result"
+
+    def index_status(self, record: RunRecord) -> str:
+        """The run's status in the run index (``saver.get_run``), ``"none"`` without a record."""
+        found = self._retrying("get_run", lambda: self.app_module.saver.get_run(record.run_id))
+        return "none" if found is None else str(found.status.value)
+
+    def resume_once(self, record: RunRecord, who: str, token: bool = True) -> bool:
+        """One resume attempt (with the park's ``resume`` token, or ``token=False`` a plain
+        ``GraphInput.resume()``); True if this call resumed the thread."""
         from langgraph_celery import GraphInput
 
-        update = GraphInput.resume({"log": [f"{record.thread_id}:resume"]})
+        update = GraphInput.resume({"log": [f"{record.thread_id}:resume"]} if token else None)
         try:
             handle = self.graph(record).start(update, self.config(record))
         except Exception as error:
             self.client_errors[f"resume: {type(error).__name__}"] += 1
             self.event(record, f"resume ({who}) raised {_short(error)}")
             return False
-        self.event(record, f"resume ({who}) accepted: run {handle.run_id[:8]}")
+        what = "" if token else " (plain)"
+        self.event(record, f"resume{what} ({who}) accepted: run {handle.run_id[:8]}")
         return True
 
+    def _resumed(self, record: RunRecord, what: str) -> None:
+        """Record an accepted resume (lock held)."""
+        if what == "token":
+            record.resumed = True
+        else:
+            record.cancel_resumes += 1
+            record.revoke_pending = False
+        record.status = "running"
+
     def resume(self, record: RunRecord) -> None:
+        """Resume a parked park run (with its token) or a run cancelled by a revoke (plain)."""
         with self.lock:
-            if record.resume_busy or record.resumed:
+            if record.resume_busy:
+                return
+            if record.status == "parked" and record.kind == "park" and not record.resumed:
+                what = "token"
+            elif record.status == "cancelled" and record.revoke_pending:
+                what = "plain"
+            else:
+                record.resume_at = 0.0
                 return
             record.resume_busy = True
+            record.last_resume = what
+        accepted = False
         try:
             record.resume_attempts += 1
-            if self.resume_once(record, "driver"):
-                with self.lock:
-                    record.resumed = True
-                    record.status = "running"
-            elif record.resume_attempts < RESUME_ATTEMPTS:
-                record.resume_at = time.monotonic() + 0.5
-            else:
-                self.event(record, f"gave up resuming after {RESUME_ATTEMPTS} attempts")
-                with self.lock:
+            accepted = self.resume_once(record, "driver", token=what == "token")
+            with self.lock:
+                if accepted:
+                    self._resumed(record, what)
+                elif record.resume_attempts < RESUME_ATTEMPTS:
+                    record.resume_at = time.monotonic() + 0.5
+                else:
+                    record.events.append(
+                        f"{self.now():8.3f}s gave up resuming after {RESUME_ATTEMPTS} attempts"
+                    )
                     record.resume_at = float("inf")
                     record.status = "stuck"
+                    record.done = True
                     record.done_at = time.monotonic()
         finally:
             with self.lock:
                 record.resume_busy = False
-                if record.resumed:
+                if accepted:
                     record.resume_at = 0.0
 
     def drive(self, start_deadline: float, drain_deadline: float) -> None:
@@ -488,12 +624,12 @@ class Soak:
             for record in live:
                 if record.resume_at and now >= record.resume_at and not record.resume_busy:
                     self.poll(record)
-                    if record.status == "parked":
+                    if record.status in ("parked", "cancelled"):
                         self.resume(record)
-                    elif record.live and not record.resumed:
+                    elif record.live:
                         # a resume attempt raised, yet the thread moved on: it was resumed
                         with self.lock:
-                            record.resumed = True
+                            self._resumed(record, record.last_resume or "token")
                             record.resume_at = 0.0
                             record.events.append(
                                 f"{self.now():8.3f}s {record.status} after a failed resume"
@@ -509,9 +645,9 @@ class Soak:
                 slow_since = 0.0
             if now - last_report >= 10:
                 last_report = now
-                done = sum(1 for r in self.records if r.status == "completed")
+                done = sum(1 for r in self.records if r.done)
                 print(
-                    f"[{self.now():7.1f}s] completed {done}/{len(self.records)}, live "
+                    f"[{self.now():7.1f}s] ended {done}/{len(self.records)}, live "
                     f"{len(live)} (slow {sum(1 for r in live if r.slow)}), chaos "
                     f"{sum(self.chaos_counts.values())}",
                     file=sys.stderr,
@@ -574,17 +710,22 @@ class Soak:
     def _pool_pids(self) -> dict[int, str]:
         return {pid: w.name for w in self.workers for pid in w.pool()}
 
+    def _busy(self) -> dict[int, tuple[str, float]]:
+        """Pool processes running a node (by the nodes' own word in the aux db): pid -> (token,
+        the wall-clock time the node means to return at)."""
+        busy: dict[int, tuple[str, float]] = {}
+        for key in self.aux.scan_iter(match=f"{self.app_module.BUSY_PREFIX}*", count=100):
+            value = self.aux.get(key)
+            if value is not None:
+                token, _, until = _text(value).partition("|")
+                busy[int(_text(key).split(":", 1)[1])] = (token, float(until or 0))
+        return busy
+
     def chaos_kill9(self) -> None:
         deadline = time.monotonic() + 1.0
         while True:
             pool = self._pool_pids()
-            busy: list[tuple[int, str]] = []
-            for key in self.aux.scan_iter(match="busy:*", count=100):
-                pid = int(_text(key).split(":", 1)[1])
-                if pid in pool:
-                    token = self.aux.get(key)
-                    if token is not None:
-                        busy.append((pid, _text(token)))
+            busy = [(pid, token) for pid, (token, _) in self._busy().items() if pid in pool]
             if busy or time.monotonic() >= deadline:
                 break
             time.sleep(0.02)
@@ -592,6 +733,7 @@ class Soak:
             pid, token = self.chaos_rng.choice(busy)
             os.kill(pid, signal.SIGKILL)
             self.chaos_detail["kill9: mid-node"] += 1
+            self.kill9_hits[token] += 1
             thread, node = token.rsplit(":", 1)
             record = self.by_thread.get(thread)
             if record is not None:
@@ -677,6 +819,7 @@ class Soak:
             if record.resume_busy or record.resumed:
                 raise RuntimeError("the parked run was taken meanwhile")
             record.resume_busy = True
+            record.last_resume = "token"
         self.event(record, "chaos: two concurrent resumes")
         barrier = threading.Barrier(2)
         results: list[bool] = []
@@ -700,8 +843,7 @@ class Soak:
             with self.lock:
                 record.resume_busy = False
                 if won:
-                    record.resumed = True
-                    record.status = "running"
+                    self._resumed(record, "token")
                     record.resume_at = 0.0
                 else:
                     record.resume_at = time.monotonic() + 0.5
@@ -717,6 +859,59 @@ class Soak:
             ).scalar()
         self.chaos_detail["pg_kill: backends terminated"] += int(killed or 0)
 
+    def _targets(self, min_left: float) -> dict[int, tuple[RunRecord, str, float]]:
+        """Pool processes running a node of a fan or park run not revoked yet, with at least
+        ``min_left`` s to go: pid -> (run, node, seconds left)."""
+        now = time.time()
+        found = {}
+        for pid, (token, until) in self._busy().items():
+            thread, _, node = token.rpartition(":")
+            record = self.by_thread.get(thread)
+            if (
+                record is not None
+                and record.kind in REVOKABLE
+                and not record.revoked_task
+                and record.live
+                and until - now >= min_left
+            ):
+                found[pid] = (record, node, until - now)
+        return found
+
+    def chaos_revoke(self) -> None:
+        """Flower's *Terminate* on a running node task of a fan or park run: among the node
+        tasks the workers report active (``inspect().active()``, the list Flower shows), the
+        one with the most time left."""
+        deadline = time.monotonic() + 3.0
+        candidates: list[tuple[float, str, RunRecord, str, str]] = []
+        while not candidates:
+            if time.monotonic() >= deadline:
+                raise RuntimeError("no node of a fan or park run running with time left")
+            if not self._targets(REVOKE_MIN_LEFT * 3):
+                time.sleep(0.02)  # (asking the workers only once there is one to find)
+                continue
+            inspect = self.app_module.app.control.inspect(timeout=1.0, limit=len(self.workers))
+            active = inspect.active() or {}
+            targets = self._targets(REVOKE_MIN_LEFT)
+            for worker, tasks in active.items():
+                for task in tasks or ():
+                    target = targets.get(int(task.get("worker_pid") or 0))
+                    if target is None or not str(task.get("name", "")).startswith(NODE_TASK_PREFIX):
+                        continue
+                    record, node, left = target
+                    # (the task listed is the one running that node of that thread)
+                    if _names(task.get("kwargs")) == (record.thread_id, node):
+                        candidates.append((left, str(task["id"]), record, node, str(worker)))
+        left, task_id, record, node, worker = max(candidates, key=lambda c: c[0])
+        with self.lock:
+            record.revoked_task = task_id
+            record.revoke_pending = True
+        self.app_module.app.control.revoke(task_id, terminate=True)
+        self.event(
+            record,
+            f"chaos: revoke (terminate) of node {node}'s task {task_id} on {worker}, "
+            f"{left:.2f} s left",
+        )
+
     def close(self) -> None:
         self.broker.close()
         self.aux.close()
@@ -731,6 +926,9 @@ class Problem:
     thread_id: str
     kind: str
     status: str
+    intended: str
+    ended: str
+    index: str
     lost: list[str]
     doubled: dict[str, int]
     foreign: list[str]
@@ -747,9 +945,21 @@ class Problem:
 class Verdict:
     runs_requested: int
     runs_started: int
-    runs_completed: int
-    runs_not_completed: int
+    runs_as_intended: int
+    #: of those, runs that failed with WorkerLostError because the chaos kill -9'd one of their
+    #: nodes on each of its deliveries (an ending the library promises for that)
+    runs_excused: int
     status_counts: dict[str, int]
+    #: run kind (and fault mode) -> "<ending>" -> runs; an ending not intended is marked
+    endings: dict[str, dict[str, int]]
+    #: runs whose RunHandle.status() and run index record disagree at the end, or (revoked
+    #: runs) when the driver found them cancelled
+    index_disagreements: int
+    #: runs of the soak's graphs the run index lists as running or parked at the end
+    index_unended: int
+    #: runs of the soak's graphs in the run index that the driver never started
+    index_unknown: int
+    revokes: dict[str, int]
     updates_expected: int
     updates_lost: int
     updates_doubled: int
@@ -814,32 +1024,105 @@ def _worker_lines(workers: Sequence[Worker], thread: str, limit: int = 30) -> li
     return lines[:limit]
 
 
+def _describe(status: str, error: str, says: str = "") -> str:
+    return status if status != "failed" else f"failed {error}" + (f" ({says!r})" if says else "")
+
+
+def _index(app_module: ModuleType) -> dict[str, Any]:
+    """Every run record of the soak's graphs in the run index, by run id (all pages)."""
+    found: dict[str, Any] = {}
+    for graph in app_module.GRAPHS.values():
+        before = None
+        while True:
+            page = list(app_module.saver.list_runs(graph.graph_id, limit=500, before=before))
+            found.update((r.run_id, r) for r in page)
+            if len(page) < 500:
+                break
+            before = page[-1]
+    return found
+
+
 def verify(soak: Soak, services: Services, workers: Sequence[Worker], t0_wall: float) -> Verdict:
+    from langgraph_celery.celery import RunHandle
+
     app_module = soak.app_module
+    max_deliveries = int(app_module.executor.max_deliveries)
     executions_raw = soak.aux.hgetall(app_module.EXECUTIONS_KEY)
     executions = {_text(k): int(v) for k, v in executions_raw.items()}
     started = [r for r in soak.records if r.started_at > 0]
+    index = soak._retrying("list_runs", functools.partial(_index, app_module))
+    known = {r.run_id for r in started if r.run_id}
     lost_total = doubled_total = foreign_total = expected_total = 0
+    as_intended = excused = disagreements = 0
+    endings: dict[str, Counter[str]] = {}
     problems: list[Problem] = []
     for record in started:
+        ending = record.intended
+        actual = record.status
+        if record.run_id:  # the status now (the driver's last poll may be a moment old)
+            handle = RunHandle(record.run_id, record.thread_id, soak.graph(record))
+            actual = soak._retrying("final status", handle.status)
+            if actual == "failed" and not record.error:
+                record.error, record.error_message = soak.failure_of(handle)
+        status = "stuck" if record.status == "stuck" else actual
+        indexed = index.get(record.run_id)
+        index_status = "none" if indexed is None else str(indexed.status.value)
+        agree = index_status == actual and all(c == "cancelled" for c in record.cancel_index)
+        disagreements += not agree
+        ok = status == ending.status and (
+            status != "failed"
+            or (record.error == ending.error and ending.says in record.error_message)
+        )
+        killed = any(
+            soak.kill9_hits[f"{record.thread_id}:{n}"] >= max_deliveries for n in app_module.NODES
+        )
+        excuse = (
+            not ok
+            and killed
+            and status == "failed"
+            and record.error == "NodeError/WorkerLostError"
+            and "died on each of its" in record.error_message
+        )
+        ok = ok or excuse
+        as_intended += ok
+        excused += excuse
+        ended = _describe(status, record.error)
+        mark = "" if ok else "  <- NOT INTENDED"
+        if excuse:
+            mark = "  (chaos kill -9 on each delivery)"
+        endings.setdefault(record.label, Counter())[f"{ended}{mark}"] += 1
+
         latest = soak._retrying("verify", functools.partial(app_module.saver.get, record.thread_id))
         log_ = list(latest.values.get("log", [])) if latest is not None else []
         counts = Counter(log_)
-        expected = [f"{record.thread_id}:{s}" for s in app_module.EXPECTED[record.kind]]
+        expected = [f"{record.thread_id}:{s}" for s in ending.tokens]
         expected_total += len(expected)
-        doubled = {t: counts[t] for t in expected if counts[t] > 1}
-        foreign = [t for t in counts if t not in expected]
-        lost = [t for t in expected if counts[t] == 0] if record.status == "completed" else []
+        doubled = {t: n for t, n in counts.items() if n > 1}
+        if excuse:  # (it failed at another step than intended: only doubles are checked)
+            foreign, lost = [], []
+        else:
+            foreign = [t for t in counts if t not in expected]
+            lost = [t for t in expected if counts[t] == 0]
         lost_total += len(lost)
         doubled_total += sum(n - 1 for n in doubled.values())
         foreign_total += sum(counts[t] for t in foreign)
-        if record.status != "completed" or lost or doubled or foreign:
-            mine = {k.rsplit(":", 1)[1]: v for k, v in executions.items() if k in expected}
+        if not ok or not agree or lost or doubled or foreign:
+            mine = {
+                k.rsplit(":", 1)[1]: v
+                for k, v in executions.items()
+                if k.rsplit(":", 1)[0] == record.thread_id
+            }
+            cancels = f"; cancelled by a revoke {record.cancels_seen}x, index then said " + (
+                ", ".join(record.cancel_index) or "-"
+            )
             problems.append(
                 Problem(
                     thread_id=record.thread_id,
-                    kind=record.kind,
-                    status=record.status,
+                    kind=record.label if record.fault is None else record.fault.label,
+                    status=status,
+                    intended=_describe(ending.status, ending.error, ending.says),
+                    ended=f"{ended}: {record.error_message[:300]}" if record.error else ended,
+                    index=f"{index_status}{cancels if record.revoked_task else ''}",
                     lost=[t.rsplit(":", 1)[1] for t in lost],
                     doubled={t.rsplit(":", 1)[1]: n for t, n in doubled.items()},
                     foreign=foreign,
@@ -855,24 +1138,41 @@ def verify(soak: Soak, services: Services, workers: Sequence[Worker], t0_wall: f
                 )
             )
             problem = problems[-1]
-            if record.status == "running" and problem.timer == "none":
+            if status == "running" and problem.timer == "none":
                 problem.hint = (
                     "orphaned: the run is active (no terminal marker) but has no stall timer, so "
                     "the reaper never looks at it again"
                 )
-            elif record.status == "stuck":
+            elif status == "stuck":
                 problem.hint = "the driver gave up resuming it (see the resume errors)"
             elif doubled or foreign:
                 problem.hint = "an update was applied more than once (or to another thread)"
+            elif not agree:
+                problem.hint = "RunHandle.status() and the run index disagree"
     node_tokens = {f"{r.thread_id}:{n}" for r in started for n in app_module.NODES}
     runs_executions = {k: v for k, v in executions.items() if k in node_tokens}
-    status_counts = Counter(r.status for r in soak.records)
+    status_counts = Counter(r.status for r in started)
+    revoked = [r for r in started if r.revoked_task]
+    revokes = {
+        "runs revoked": len(revoked),
+        "cancelled, resumed, then completed": sum(
+            1 for r in revoked if r.cancels_seen and r.cancel_resumes and r.status == "completed"
+        ),
+        "not cancelled: the node finished first, the run went on": sum(
+            1 for r in revoked if not r.cancels_seen
+        ),
+    }
     return Verdict(
         runs_requested=len(soak.records),
         runs_started=len(started),
-        runs_completed=status_counts.get("completed", 0),
-        runs_not_completed=len(started) - status_counts.get("completed", 0),
+        runs_as_intended=as_intended,
+        runs_excused=excused,
         status_counts=dict(status_counts),
+        endings={label: dict(c) for label, c in sorted(endings.items())},
+        index_disagreements=disagreements,
+        index_unended=sum(1 for r in index.values() if r.status.value in ("running", "parked")),
+        index_unknown=sum(1 for run_id in index if run_id not in known),
+        revokes=revokes,
         updates_expected=expected_total,
         updates_lost=lost_total,
         updates_doubled=doubled_total,
@@ -892,6 +1192,17 @@ def worker_log_summary(workers: Sequence[Worker]) -> dict[str, int]:
         "task dropped: checkpoint gone": "no longer exists",
         "message rejected": "rejected",
         "node failed": "raised unexpected: NodeError",
+        "node past its soft time limit (Celery)": "Soft time limit",
+        "node past its hard time limit (Celery)": "Hard time limit",
+        "run failed: node ran past its hard time limit": "ran past its hard time limit",
+        "pool process exited on its own (sys.exit, os._exit)": "exited with 'exitcode",
+        "delivery counted after a process death": "(its worker process died)",
+        "run failed: a process died on each delivery": "died on each of its",
+        "task revoked: run cancelled": "its task was revoked",
+        "task terminated (revoke)": "Terminating",
+        "node task failed: update refused": "raised unexpected: SerializationError",
+        "node task failed: reducer refused": "raised unexpected: InvalidUpdateError",
+        "task handler: TimeLimitExceeded": "raised error: TimeLimitExceeded",
     }
     counts: Counter[str] = Counter()
     for worker in workers:
@@ -961,17 +1272,29 @@ def render(report: Report) -> str:
     if report.time_limited:
         started += f" of {report.runs_requested}"
     row("runs started", started)
-    row("runs completed", v.runs_completed, "all", met["completed"])
+    row("runs ended as intended", v.runs_as_intended, "all", met["ended"])
+    if v.runs_excused:
+        row("  of which excused (kill -9 on each delivery)", v.runs_excused)
+    row("  by status", ", ".join(f"{k} {n}" for k, n in sorted(v.status_counts.items())))
+    row("status() and run index disagree", v.index_disagreements, "0", met["index"])
+    row("runs the index lists running or parked", v.index_unended, "0", met["unended"])
+    row("runs in the index the driver never started", v.index_unknown, "0", met["unknown"])
     row("updates lost", v.updates_lost, "0", met["lost"])
     row("updates doubled", v.updates_doubled, "0", met["doubled"])
-    row("foreign tokens (another thread's update)", v.foreign_tokens, "0", met["foreign"])
+    row("foreign tokens (not of the intended end)", v.foreign_tokens, "0", met["foreign"])
     row("updates expected (tokens in final states)", v.updates_expected)
-    row("runs not completed", v.runs_not_completed)
-    if set(v.status_counts) - {"completed"}:
-        row("  by status", ", ".join(f"{k} {n}" for k, n in sorted(v.status_counts.items())))
     row("node executions (re-executions)", f"{v.node_executions} ({v.node_re_executions})")
     row("wall time s", f"{report.wall_s:.1f}")
-    row("runs/s", f"{report.runs_per_s:.2f}")
+    row("runs/s (ended as intended)", f"{report.runs_per_s:.2f}")
+    lines.append("")
+    lines.append("endings by run kind (and fault mode):")
+    for label, counts in v.endings.items():
+        lines.append(f"  {label:<20}{sum(counts.values()):>5}")
+        for ending, count in sorted(counts.items()):
+            lines.append(f"      {count:>5}  {ending}")
+    lines.append("chaos revokes (Flower's Terminate):")
+    for label, count in v.revokes.items():
+        row(f"  {label}", count)
     lines.append("")
     lines.append("chaos actions fired:")
     for kind in CHAOS_KINDS:
@@ -1025,6 +1348,9 @@ def render_problems(problems: Sequence[Problem], limit: int = 12) -> str:
         )
         if problem.hint:
             out.append(f"   diagnosis: {problem.hint}")
+        out.append(f"   intended: {problem.intended}")
+        out.append(f"   ended:    {problem.ended}")
+        out.append(f"   run index: {problem.index}")
         out.append(f"   final log: {problem.log}")
         out.append(f"   node executions: {problem.executions}; timer: {problem.timer}")
         out.append("   driver events:")
@@ -1136,13 +1462,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         memory_after = worker_memory(workers)
         environment["loadavg_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
         verdict = verify(soak, services, workers, t0_wall)
-        completed = verdict.runs_completed
+        ended = verdict.runs_as_intended
         report = Report(
             environment=environment,
             runs_requested=runs,
             time_limited=verdict.runs_started < runs,
             wall_s=wall,
-            runs_per_s=completed / wall if wall > 0 else 0.0,
+            runs_per_s=ended / wall if wall > 0 else 0.0,
             verdict=verdict,
             memory_before=memory_before,
             memory_after=memory_after,
@@ -1156,7 +1482,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             worker_log=worker_log_summary(workers),
             logs_dir=str(services.tmpdir),
             targets={
-                "completed": completed == verdict.runs_started and completed > 0,
+                "ended": ended == verdict.runs_started and ended > 0,
+                "index": verdict.index_disagreements == 0,
+                "unended": verdict.index_unended == 0,
+                "unknown": verdict.index_unknown == 0,
                 "lost": verdict.updates_lost == 0,
                 "doubled": verdict.updates_doubled == 0,
                 "foreign": verdict.foreign_tokens == 0,
