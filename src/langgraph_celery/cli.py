@@ -5,6 +5,7 @@
     langgraph-celery resume MODULE:GRAPH --thread ID [--update JSON]
     langgraph-celery state MODULE:GRAPH --thread ID
     langgraph-celery history MODULE:GRAPH --thread ID
+    langgraph-celery prune MODULE:GRAPH (--thread ID | --all) --keep-last N [--dry-run] [--json]
     langgraph-celery draw MODULE:GRAPH [--format mermaid|plantuml]
     langgraph-celery worker MODULE [CELERY WORKER OPTIONS...]
 
@@ -55,6 +56,7 @@ from langgraph_celery._cli_output import (
     to_json,
     worker_command,
 )
+from langgraph_celery._cli_prune import add_prune_parser, cmd_prune
 from langgraph_celery._cli_secrets import (
     Secrets,
     celery_misreads,
@@ -151,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     worker.add_argument("module", metavar="MODULE", help="module (or module:app) of a Celery app")
     worker.epilog = "Other options go to `celery worker` (default: --loglevel=INFO)."
+    add_prune_parser(commands, target)  # (see _cli_prune.py)
     return parser
 
 
@@ -360,6 +363,7 @@ COMMANDS = {
     "history": cmd_history,
     "draw": cmd_draw,
     "worker": cmd_worker,
+    "prune": cmd_prune,
 }
 
 
