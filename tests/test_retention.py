@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,11 +35,13 @@ from langgraph_celery import (
     StateGraph,
 )
 from langgraph_celery.beat.reaper import reap
-from langgraph_celery.celery import CeleryExecutor
+from langgraph_celery.celery import CeleryExecutor, RunHandle
 from langgraph_celery.checkpoint import (
     BaseCheckpointSaver,
+    Checkpoint,
     Keep,
     MemorySaver,
+    PendingWrite,
     RunIndex,
     RunStatus,
 )
@@ -141,6 +143,47 @@ def test_a_failed_step_pruned_around_is_retried_by_the_resume(saver: BaseCheckpo
     assert compiled.invoke(GraphInput.resume(), CFG).value("log") == ["a", "b", "c"] * 2
 
 
+class _StoresOnly(BaseCheckpointSaver):
+    """A saver of its own, written before retention: it stores, releases, and nothing more."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = MemorySaver()
+
+    def put(self, checkpoint: Checkpoint) -> Checkpoint:
+        return self.inner.put(checkpoint)
+
+    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
+        return self.inner.get(thread_id, checkpoint_id)
+
+    def list(self, thread_id: str) -> Sequence[Checkpoint]:
+        return self.inner.list(thread_id)
+
+    def put_writes(
+        self, thread_id: str, checkpoint_id: str, task_id: str, node: str, update: Any
+    ) -> bool:
+        return self.inner.put_writes(thread_id, checkpoint_id, task_id, node, update)
+
+    def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:
+        return self.inner.get_writes(thread_id, checkpoint_id)
+
+    def release(self, thread_id: str) -> Sequence[Checkpoint]:
+        return self.inner.release(thread_id)
+
+
+def test_a_saver_without_pruning_says_what_to_implement_and_still_deletes_threads() -> None:
+    saver = _StoresOnly()
+    graph = chain(saver, "ab")
+    graph.invoke({}, CFG)
+    with pytest.raises(NotImplementedError) as caught:
+        saver.prune("thread-1", keep_last=1)
+    assert "_StoresOnly cannot prune checkpoints (it has no stored_refs)" in str(caught.value)
+    assert "implement stored_refs and remove_checkpoints" in str(caught.value)
+    assert len(saver.list("thread-1")) == 3  # (nothing removed)
+    assert saver.delete_thread("thread-1") == 3  # (the default: release)
+    assert saver.list("thread-1") == []
+
+
 # -- on Celery ------------------------------------------------------------------------------------
 
 #: Executions of each node of each step, by thread: a node run twice shows as 2.
@@ -231,6 +274,32 @@ def test_pruning_a_run_while_it_runs_on_celery_changes_nothing_it_does(
     saver.prune(thread, keep_last=1)
     (last,) = graph.get_state_history(RunnableConfig(thread_id=thread))
     assert last.next == () and last.values["n"] == rounds
+
+
+def test_a_parked_celery_run_pruned_is_found_followed_and_resumed(
+    saver: BaseCheckpointSaver, worker_of: Any
+) -> None:
+    graph = chain(
+        saver, "abcd", executor=celery_executor(), graph_id="pruned-park", interrupt_before=("d",)
+    )
+    worker_of(graph)
+    thread = f"park-{uuid.uuid4().hex[:8]}"
+    handle = graph.start({}, RunnableConfig(thread_id=thread))
+    assert handle.wait(timeout=30).is_interruption_metadata()
+
+    result = saver.prune(thread, keep_last=1)
+
+    assert [k.reason for k in result.kept] == [Keep.LAST, Keep.PARENT] and result.deleted
+    found = RunHandle.from_run_id(graph, handle.run_id)  # (its kept checkpoints name its thread)
+    assert (found.thread_id, found.status()) == (thread, "parked")
+    outputs = list(graph.stream(GraphInput.resume(), RunnableConfig(thread_id=thread)))
+    assert outputs[-1].state.value("log") == ["a", "b", "c", "d"]
+    assert handle.wait(timeout=30).as_state_data_or_last_checkpoint_state_data()["log"] == list(
+        "abcd"
+    )
+    # Its outputs from its oldest kept checkpoint on (whose parent is gone), then its end.
+    streamed = list(found.stream())
+    assert streamed and streamed[-1].state.value("log") == ["a", "b", "c", "d"]
 
 
 # -- the reaper's checkpoint_ttl ------------------------------------------------------------------

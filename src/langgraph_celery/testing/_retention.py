@@ -133,6 +133,31 @@ class PruneConformance(SaverFixtures):
         saver.put(dataclasses.replace(late_step, parent_id=None))
         assert _ids(saver.list("t1")) == ["late"]
 
+    def test_a_kept_checkpoint_whose_next_step_was_pruned_still_has_it_done(
+        self, saver: BaseCheckpointSaver
+    ) -> None:
+        """A late task of a kept checkpoint's step finds the step done (and could not store it
+        again), though the checkpoint that step stored was pruned."""
+        _chain(saver, "t1", [("x0", "r1", True), ("x1", "r1", False)])
+        saver.put(Checkpoint("t1", "fork", "r2", 1, {}, tasks=_TASK, parent_id="x0"))
+        saver.put(Checkpoint("t1", "last", "r3", 0, {}, parent_id="fork"))
+
+        result = saver.prune("t1", keep_last=1)
+
+        assert result.deleted == ("x1",)
+        assert [k.checkpoint_id for k in result.kept] == ["last", "fork", "x0"]
+        assert saver.get_with_writes("t1", "x0").step_committed is True
+        with pytest.raises(CheckpointConflictError):
+            saver.put(Checkpoint("t1", "x1-again", "r1", 1, {}, parent_id="x0"))
+
+    def test_release_after_prune_returns_what_was_kept_and_frees_the_thread(
+        self, saver: BaseCheckpointSaver
+    ) -> None:
+        stored = _chain(saver, "t1", [(f"c{i}", "r1", i < 3) for i in range(4)])
+        saver.prune("t1", keep_last=2)
+        assert list(saver.release("t1")) == stored[:1:-1]
+        assert saver.put(stored[0]) == stored[0]  # (the pruned first checkpoint's id is free)
+
     def test_prune_keeps_what_runs_that_did_not_complete_need(
         self, saver: BaseCheckpointSaver
     ) -> None:
