@@ -40,11 +40,13 @@ from langgraph_celery.checkpoint import (
     BaseCheckpointSaver,
     Checkpoint,
     Keep,
+    Kept,
     MemorySaver,
     PendingWrite,
     RunIndex,
     RunStatus,
 )
+from langgraph_celery.checkpoint._retention import StoredRef, plan_prune
 from langgraph_celery.worker.embedded import EmbeddedWorker, embedded_worker_for
 
 CFG = RunnableConfig(thread_id="thread-1")
@@ -67,6 +69,31 @@ def chain(saver: BaseCheckpointSaver, nodes: str, **config: Any) -> CompiledGrap
         graph.add_edge(source, target)
     graph.add_edge(nodes[-1], END)
     return graph.compile(CompileConfig(checkpoint_saver=saver, **config))
+
+
+# -- what is kept, as a pure function ------------------------------------------------------------
+
+
+def test_what_a_kept_checkpoint_is_read_from_is_kept_with_it() -> None:
+    """A delta scheme names the checkpoints each one is read from (``StoredRef.needs``): prune
+    keeps them, and what they are read from in turn, whatever their age."""
+    refs = [StoredRef(f"c{i}", "r1", f"c{i - 1}" if i else None) for i in range(6)][::-1]
+    refs[0] = StoredRef("c5", "r1", "c4", needs=("c2",))
+    refs[3] = StoredRef("c2", "r1", "c1", needs=("c0", "c5"))
+    kept, deleted = plan_prune(refs, 1, {})
+    assert kept == [
+        Kept("c5", Keep.LAST),
+        Kept("c2", Keep.NEEDED, "c5"),
+        Kept("c0", Keep.NEEDED, "c2"),
+    ]
+    assert deleted == ["c4", "c3", "c1"]
+    # a running run's latest keeps its parent, and the parent what it is read from
+    kept, deleted = plan_prune(refs[1:], 1, {"c4": RunStatus.RUNNING})
+    assert [(k.checkpoint_id, k.reason) for k in kept] == [
+        ("c4", Keep.LAST),
+        ("c3", Keep.PARENT),
+    ]
+    assert deleted == ["c2", "c1", "c0"]
 
 
 # -- in process -----------------------------------------------------------------------------------

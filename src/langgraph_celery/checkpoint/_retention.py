@@ -20,8 +20,9 @@ loses them.  The oldest kept checkpoint's parent may be gone: its snapshot still
 A pruned checkpoint leaves a row without its state behind (a *tombstone*): its id, run and step
 stay taken, so a late writer (a node task delivered again long after its step was done, a
 worker that lost a commit race) is refused as it would have been, and cannot store an old step
-again on top of the thread.  :meth:`~langgraph_celery.checkpoint.BaseCheckpointSaver.
-delete_thread` removes the thread's tombstones with the rest.
+again on top of the thread.  ``delete_thread`` removes the thread's tombstones with the rest.
+The space a pruned state took is reused by the database (a SQLite file shrinks only with
+``VACUUM``).
 
 Deciding is a pure function (:func:`plan_prune`) of the thread's checkpoints as ids
 (:class:`StoredRef`, no state read) and of the runs found not completed

@@ -345,7 +345,9 @@ class BaseCheckpointSaver(abc.ABC):
 
     def stored_refs(self, thread_id: str) -> Sequence[StoredRef]:
         """For :meth:`prune`: the thread's checkpoints (not those pruned) as ids, newest first,
-        without reading their state.  Savers implement it to support pruning."""
+        without reading their state; a checkpoint stored relative to others (a delta) names
+        them in :attr:`StoredRef.needs <langgraph_celery.checkpoint._retention.StoredRef.needs>`
+        and prune keeps them with it.  Savers implement it to support pruning."""
         raise NotImplementedError(_cannot_prune(self, "stored_refs"))
 
     def remove_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> int:
