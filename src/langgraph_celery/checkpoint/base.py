@@ -334,6 +334,9 @@ class BaseCheckpointSaver(abc.ABC):
         kept work as before; the oldest kept checkpoint's parent may be gone.  With
         ``dry_run`` nothing is removed.  Returns what was kept (and why) and what was removed,
         newest first.  ``ValueError`` if ``keep_last`` is below 1.
+
+        Run records stay: the run index still lists a run whose checkpoints were all pruned
+        (``thread_of_run`` no longer finds it); :meth:`delete_thread` removes them.
         """
         check_keep_last(keep_last)
         stored = self.stored_refs(thread_id)
