@@ -8,6 +8,7 @@
     langgraph-celery runs MODULE:GRAPH [--status S] [--limit N] [--before RUN_ID] [--json]
     langgraph-celery status MODULE[:GRAPH] RUN_ID [--json]
     langgraph-celery cancel MODULE[:GRAPH] RUN_ID [--json]
+    langgraph-celery prune MODULE:GRAPH (--thread ID | --all) --keep-last N [--dry-run] [--json]
     langgraph-celery draw MODULE:GRAPH [--format mermaid|plantuml]
     langgraph-celery worker MODULE [CELERY WORKER OPTIONS...]
 
@@ -63,6 +64,7 @@ from langgraph_celery._cli_output import (
     to_json,
     worker_command,
 )
+from langgraph_celery._cli_prune import add_prune_parser, cmd_prune
 from langgraph_celery._cli_secrets import (
     Secrets,
     celery_misreads,
@@ -156,6 +158,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     worker.add_argument("module", metavar="MODULE", help="module (or module:app) of a Celery app")
     worker.epilog = "Other options go to `celery worker` (default: --loglevel=INFO)."
+    add_prune_parser(commands, target)  # (see _cli_prune.py)
     return parser
 
 
@@ -322,6 +325,7 @@ COMMANDS = {
     "cancel": _cli_runs.cmd_cancel,
     "draw": cmd_draw,
     "worker": cmd_worker,
+    "prune": cmd_prune,
 }
 
 

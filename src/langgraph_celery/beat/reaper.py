@@ -19,6 +19,20 @@ thread's latest checkpoint, which is the source of truth:
 Which tasks are alive is asked of the workers (``inspect`` active, reserved and scheduled) once
 per pass, and only when a stalled step needs it; a worker that does not answer within a second
 counts as dead (its tasks are sent again: their updates still land once).
+
+With ``CeleryExecutor(checkpoint_ttl=seconds)`` each pass then deletes the threads whose run
+completed and whose last checkpoint is older than that (``saver.delete_thread``: checkpoints,
+writes, timer, run records).  Completed threads have no timer, so the pass finds them in the
+run index instead: :meth:`~langgraph_celery.checkpoint.RunIndex.completed_runs` lists, per graph,
+the completed runs last updated before ``now - checkpoint_ttl``, oldest first, on an index
+(``(graph_id, status, superseded, updated_at)`` with ``SqlSaver``), leaving out the records of
+runs a newer run of their thread has superseded (set aside as they are met, so each record is
+passed over once, however many runs a thread has had).  For each, the thread's latest checkpoint
+decides, as everywhere: completed and older than the TTL, the thread is claimed (as a new run,
+a resume or an update claims it: none of them can start on it meanwhile) and deleted; not
+completed (a run without a record, an ``update_state``), the record is set aside
+(:meth:`~langgraph_celery.checkpoint.RunIndex.supersede_run`) until it is next updated;
+completed but younger (an ``update_state`` after the run), it is looked at again later.
 """
 
 from __future__ import annotations
@@ -29,14 +43,15 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Timer
-from langgraph_celery.errors import GraphError
+from langgraph_celery.checkpoint.index import RunIndex, RunRecord
+from langgraph_celery.errors import GraphError, GraphStateError
 from langgraph_celery.graph import _loop
 from langgraph_celery.graph._loop import Action, RunStatus, StepMarks
 from langgraph_celery.graph._sync import run_sync
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import GraphInput
 from langgraph_celery.worker import names
-from langgraph_celery.worker.client import CelerySource, read_status
+from langgraph_celery.worker.client import CelerySource, read_status, status_of
 
 if TYPE_CHECKING:
     from langgraph_celery.worker.executor import CeleryExecutor
@@ -60,6 +75,8 @@ class ReapReport:
     expired: list[str] = field(default_factory=list)
     progressing: list[str] = field(default_factory=list)
     cleared: list[str] = field(default_factory=list)
+    #: completed threads older than ``checkpoint_ttl``, deleted
+    deleted: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     def to_data(self) -> dict[str, Any]:
@@ -138,6 +155,8 @@ def reap(executor: CeleryExecutor, now: datetime | None = None, limit: int = 100
                 "processes that run them; import their modules here to handle them): %s",
                 unknown,
             )
+    if executor.checkpoint_ttl is not None:
+        _expire_threads(executor, now - timedelta(seconds=executor.checkpoint_ttl), limit, report)
     if any(report.to_data().values()):
         log.info("reaper pass: %s", report.to_data())
     return report
@@ -221,4 +240,62 @@ def _expire(
         # for the same run, and clearing by run id would remove it; the next pass re-reads.
         log.info("reaper: deadline of thread %r not applied: %s", thread_id, error)
         return False
+    return True
+
+
+# -- checkpoint_ttl -------------------------------------------------------------------------------
+
+
+def _expire_threads(
+    executor: CeleryExecutor, before: datetime, limit: int, report: ReapReport
+) -> None:
+    """Delete the completed threads of the executor's graphs whose last checkpoint is older
+    than ``before`` (see the module's docstring): at most ``limit`` records looked at a graph."""
+    for runtime in executor.runtimes():
+        saver = runtime.saver
+        if not isinstance(saver, RunIndex):  # (refused at compile: a Celery saver indexes runs)
+            continue
+        try:
+            records = saver.completed_runs(runtime.graph_id, before, limit=limit)
+        except NotImplementedError as error:
+            log.error("reaper: checkpoint_ttl not applied to graph %r: %s", runtime.graph_id, error)
+            continue
+        for record in records:
+            try:
+                if _expire_thread(runtime, saver, record, before):
+                    report.deleted.append(record.thread_id)
+            except Exception:  # one bad thread must not stop the pass
+                log.exception("reaper: thread %r could not be expired", record.thread_id)
+                report.errors.append(record.thread_id)
+
+
+def _expire_thread(
+    runtime: GraphRuntime, index: RunIndex, record: RunRecord, before: datetime
+) -> bool:
+    """Delete ``record``'s thread if its run completed and its last checkpoint is older than
+    ``before``; whether it was deleted."""
+    saver = runtime.saver
+    thread_id = record.thread_id
+    view = saver.get_with_writes(thread_id)
+    latest = view.checkpoint
+    if latest is None:  # (only the run records were left)
+        saver.delete_thread(thread_id)
+        return True
+    if status_of(view).status is not RunStatus.COMPLETED:
+        index.supersede_run(record)  # the thread went on: back when the record is updated
+        return False
+    if latest.created_at > before:
+        return False  # (stored after the run completed, by an update: later)
+    # Claimed as a start, resume or update claims it: none of them starts on it meanwhile.
+    source = CelerySource(runtime)
+    try:
+        view, claim = source._claim_thread(thread_id)
+    except GraphStateError as error:
+        log.info("reaper: thread %r not expired: %s", thread_id, error)
+        return False
+    if view.checkpoint is None or view.checkpoint.checkpoint_id != latest.checkpoint_id:
+        source._release(view.checkpoint, claim)  # (it went on meanwhile: the next pass sees it)
+        return False
+    saver.delete_thread(thread_id)  # (the claim goes with it)
+    log.info("reaper: thread %r deleted (completed at %s)", thread_id, latest.created_at)
     return True

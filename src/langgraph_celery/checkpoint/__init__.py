@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from langgraph_celery.checkpoint._migrations import SchemaError
+from langgraph_celery.checkpoint._retention import Keep, Kept, PruneResult
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
@@ -25,9 +26,12 @@ __all__ = [
     "CheckpointConflictError",
     "CheckpointKind",
     "CheckpointView",
+    "Keep",
+    "Kept",
     "MemorySaver",
     "PendingTask",
     "PendingWrite",
+    "PruneResult",
     "RunIndex",
     "RunRecord",
     "RunStatus",

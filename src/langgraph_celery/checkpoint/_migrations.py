@@ -39,6 +39,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Connection,
     DateTime,
@@ -52,6 +53,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     func,
     insert,
     inspect,
@@ -316,11 +318,49 @@ def _create_runs_table(m: MigrationContext) -> None:
     ).create(m.connection)
 
 
+# -- 5: a pruned checkpoint's row stays, without its state --------------------------------------
+
+
+def _add_pruned_at_column(m: MigrationContext) -> None:
+    """``pruned_at`` on checkpoints: set (and the body emptied) by ``prune``, so the row keeps
+    the checkpoint's id, run and step taken.  Nullable, no fill: every stored checkpoint is
+    whole.  A release older than the column reads pruned rows as bodies it cannot parse: upgrade
+    every process before pruning."""
+    _add_column(m, m.table_name(CHECKPOINTS_TABLE), Column("pruned_at", DateTime(timezone=True)))
+
+
+# -- 6: finding threads whose last run completed long ago --------------------------------------
+
+
+def _add_superseded_column(m: MigrationContext) -> None:
+    """``superseded`` on runs (false for every stored record: the reaper's ``checkpoint_ttl``
+    pass sets it as it finds threads that went on), and the index that pass reads."""
+    name = m.table_name(RUNS_TABLE)
+    _add_column(m, name, Column("superseded", Boolean, nullable=False, server_default=false()))
+    runs = Table(
+        name,
+        MetaData(),
+        Column("graph_id", ID),
+        Column("status", String(16)),
+        Column("superseded", Boolean),
+        Column("updated_at", DateTime(timezone=True)),
+    )
+    Index(
+        f"{m.prefix}runs_expiry_ix",
+        runs.c.graph_id,
+        runs.c.status,
+        runs.c.superseded,
+        runs.c.updated_at,
+    ).create(m.connection)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "checkpoints, writes and timers tables", _create_tables),
     Migration(2, "one checkpoint without a parent per thread", _create_root_index),
     Migration(3, "a checkpoint's kind in a column, filled in from stored bodies", _add_kind_column),
     Migration(4, "a record per run: its thread, graph, status, node and times", _create_runs_table),
+    Migration(5, "a pruned checkpoint keeps its row, without its state", _add_pruned_at_column),
+    Migration(6, "run records set aside by the checkpoint_ttl pass", _add_superseded_column),
 )
 #: The version of tables all of :data:`MIGRATIONS` have been applied to.
 LATEST_VERSION = len(MIGRATIONS)

@@ -16,6 +16,9 @@ index, so that a refused insert is recognised by the name of the constraint it v
     <langgraph_celery.checkpoint.base.Checkpoint.body>` (which also holds the kind).  ``kind`` is
     nullable: a release older than the column, still running during an upgrade, stores rows
     without it, whose kind the saver reads from their body.
+    ``pruned_at`` is set when :meth:`~langgraph_celery.checkpoint.BaseCheckpointSaver.prune`
+    removed the checkpoint: its ``body`` is then empty and its row stays, a tombstone that keeps
+    its id, run and step taken (every read leaves it out; ``delete_thread`` deletes it).
     Three unique rules make concurrent writers safe, each named: ``(thread_id, checkpoint_id)``
     (``<prefix>ckpt_id_uq``), ``(thread_id, run_id, step)`` (``<prefix>ckpt_step_uq``), and one
     checkpoint without a parent per thread (``<prefix>ckpt_root_uq``, a partial unique index);
@@ -40,6 +43,11 @@ index, so that a refused insert is recognised by the name of the constraint it v
     ``<prefix>runs_status_ck``), current or pending ``node``, ``created_at`` and ``updated_at``.
     ``<prefix>runs_graph_ix`` and ``<prefix>runs_status_ix`` serve listing a graph's runs newest
     first, all or by status; ``<prefix>runs_thread_ix`` serves releasing a thread.
+    ``superseded`` is set on a completed run's record once the thread is known to have gone on
+    after it (a newer run; see :meth:`~langgraph_celery.checkpoint.RunIndex.completed_runs`),
+    and cleared when the record is updated; ``<prefix>runs_expiry_ix`` on ``(graph_id, status,
+    superseded, updated_at)`` serves the reaper's ``checkpoint_ttl`` pass, which looks for
+    threads whose last run completed long ago.
 
 ``<prefix>schema_version`` (:data:`SCHEMA_VERSION_TABLE`)
     One row per migration applied: ``version``, ``description``, ``applied_at``.
@@ -55,6 +63,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Enum,
@@ -66,6 +75,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
 )
 
 from langgraph_celery.checkpoint.index import RunStatus
@@ -165,6 +175,7 @@ def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> Tables:
         Column("created_at", DateTime(timezone=True), nullable=False),
         Column("body", Text, nullable=False),
         Column("kind", String(16), nullable=True),
+        Column("pruned_at", DateTime(timezone=True), nullable=True),
         PrimaryKeyConstraint("seq", name=f"{prefix}{CHECKPOINTS_TABLE}_pkey"),
         UniqueConstraint("thread_id", "checkpoint_id", name=names.checkpoint_id),
         UniqueConstraint("thread_id", "run_id", "step", name=names.step),
@@ -211,10 +222,12 @@ def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> Tables:
         Column("node", ID, nullable=True),
         Column("created_at", DateTime(timezone=True), nullable=False),
         Column("updated_at", DateTime(timezone=True), nullable=False),
+        Column("superseded", Boolean, nullable=False, server_default=false()),
         PrimaryKeyConstraint("run_id", name=f"{prefix}{RUNS_TABLE}_pkey"),
         Index(f"{prefix}runs_graph_ix", "graph_id", "created_at", "run_id"),
         Index(f"{prefix}runs_status_ix", "graph_id", "status", "created_at", "run_id"),
         Index(f"{prefix}runs_thread_ix", "thread_id"),
+        Index(f"{prefix}runs_expiry_ix", "graph_id", "status", "superseded", "updated_at"),
     )
     schema_version = Table(
         f"{prefix}{SCHEMA_VERSION_TABLE}",

@@ -12,7 +12,17 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Executable, Integer, String, bindparam, delete, insert, or_, select
+from sqlalchemy import (
+    Executable,
+    Integer,
+    String,
+    bindparam,
+    delete,
+    false,
+    insert,
+    or_,
+    select,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import Select
 
@@ -67,6 +77,25 @@ class Statements:
     #: ``list_runs`` by which filters it has: (graph_id, status, before) -> its query.
     #: Parameters ``graph_id``, ``status``, ``b_created_at`` and ``b_run_id``, ``limit``.
     runs_page: dict[tuple[bool, bool, bool], Select[Any]]
+    # -- retention ---------------------------------------------------------------------------
+    #: The thread's checkpoints (not pruned) as ids, newest first.
+    refs: Select[Any]
+    #: Prune the checkpoints ``ids`` (expanding) of thread ``b_thread_id``: empty body,
+    #: ``pruned_at`` set to ``now``; and delete their writes (of thread ``thread_id``).
+    prune: Executable
+    prune_writes: Executable
+    #: The thread's runs recorded as completed.
+    completed_of_thread: Select[Any]
+    #: Delete the thread's writes, checkpoints not pruned (its row count), pruned ones, timer
+    #: and run records.
+    delete_thread: tuple[Executable, ...]
+    #: Completed runs of ``graph_id`` not superseded, updated before ``before``, oldest first,
+    #: at most ``limit``, each with ``newer``: whether its thread has a run recorded after it.
+    completed_runs: Select[Any]
+    #: Set aside the runs ``ids`` (expanding); one run ``b_run_id`` if its record is still the
+    #: one updated at ``b_updated_at``.
+    supersede_runs: Executable
+    supersede_run: Executable
 
 
 def build_statements(tables: Tables, dialect: str) -> Statements:
@@ -75,7 +104,7 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
     checkpoint_id = bindparam("checkpoint_id", type_=String)
     c = checkpoints.c
     columns = (c.seq, c.checkpoint_id, c.run_id, c.step, c.parent_id, c.created_at, c.body, c.kind)
-    of_thread = select(*columns).where(c.thread_id == thread_id)
+    of_thread = select(*columns).where(c.thread_id == thread_id, c.pruned_at.is_(None))
     latest = of_thread.order_by(c.seq.desc()).limit(1)
     by_id = of_thread.where(c.checkpoint_id == checkpoint_id)
 
@@ -139,7 +168,7 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
         .order_by(t.due_at)
         .limit(bindparam("limit", type_=Integer)),
         thread_of_run=select(c.thread_id)
-        .where(c.run_id == bindparam("run_id", type_=String))
+        .where(c.run_id == bindparam("run_id", type_=String), c.pruned_at.is_(None))
         .limit(1),
         colliding=select(c.checkpoint_id, c.run_id, c.step, c.parent_id)
         .where(
@@ -158,6 +187,7 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
             w.task_id == bindparam("task_id", type_=String),
         ),
         **_run_statements(tables, module),
+        **_retention_statements(tables),
     )
 
 
@@ -170,7 +200,12 @@ def _run_statements(tables: Tables, module: Any) -> dict[str, Any]:
         new = upsert.excluded
         upsert_run = upsert.on_conflict_do_update(
             index_elements=["run_id"],
-            set_={"status": new.status, "node": new.node, "updated_at": new.updated_at},
+            set_={
+                "status": new.status,
+                "node": new.node,
+                "updated_at": new.updated_at,
+                "superseded": False,
+            },
             where=(r.updated_at <= new.updated_at)
             & (r.thread_id == new.thread_id)
             & (r.graph_id == new.graph_id),
@@ -203,9 +238,67 @@ def _run_statements(tables: Tables, module: Any) -> dict[str, Any]:
             status=bindparam("b_status", type_=r.status.type),
             node=bindparam("b_node", type_=String),
             updated_at=bindparam("b_updated_at", type_=r.updated_at.type),
+            superseded=False,
         ),
         "run_by_id": select(*runs.c).where(r.run_id == bindparam("run_id", type_=String)),
         "runs_page": pages,
+    }
+
+
+def _retention_statements(tables: Tables) -> dict[str, Any]:
+    checkpoints, writes, runs = tables.checkpoints, tables.writes, tables.runs
+    c, w, r = checkpoints.c, writes.c, runs.c
+    thread_id = bindparam("thread_id", type_=String)
+    ids = bindparam("ids", type_=String, expanding=True)
+    newer_run = runs.alias("newer_run")
+    newer = (
+        select(newer_run.c.run_id)
+        .where(
+            newer_run.c.thread_id == r.thread_id,
+            or_(
+                newer_run.c.created_at > r.created_at,
+                (newer_run.c.created_at == r.created_at) & (newer_run.c.run_id > r.run_id),
+            ),
+        )
+        .exists()
+    )
+    completed = r.status == bindparam("completed", type_=r.status.type)
+    return {
+        "refs": select(c.checkpoint_id, c.run_id, c.parent_id)
+        .where(c.thread_id == thread_id, c.pruned_at.is_(None))
+        .order_by(c.seq.desc()),
+        "prune": checkpoints.update()
+        .where(
+            c.thread_id == bindparam("b_thread_id", type_=String),
+            c.checkpoint_id.in_(ids),
+            c.pruned_at.is_(None),
+        )
+        .values(body="", pruned_at=bindparam("now", type_=c.pruned_at.type)),
+        "prune_writes": delete(writes).where(w.thread_id == thread_id, w.checkpoint_id.in_(ids)),
+        "completed_of_thread": select(r.run_id).where(r.thread_id == thread_id, completed),
+        "delete_thread": (
+            delete(writes).where(w.thread_id == thread_id),
+            delete(checkpoints).where(c.thread_id == thread_id, c.pruned_at.is_(None)),
+            delete(checkpoints).where(c.thread_id == thread_id),
+            delete(tables.timers).where(tables.timers.c.thread_id == thread_id),
+            delete(runs).where(r.thread_id == thread_id),
+        ),
+        "completed_runs": select(*runs.c, newer.label("newer"))
+        .where(
+            r.graph_id == bindparam("graph_id", type_=String),
+            completed,
+            r.superseded == false(),
+            r.updated_at < bindparam("before", type_=r.updated_at.type),
+        )
+        .order_by(r.updated_at, r.run_id)
+        .limit(bindparam("limit", type_=Integer)),
+        "supersede_runs": runs.update().where(r.run_id.in_(ids)).values(superseded=True),
+        "supersede_run": runs.update()
+        .where(
+            r.run_id == bindparam("b_run_id", type_=String),
+            r.updated_at == bindparam("b_updated_at", type_=r.updated_at.type),
+        )
+        .values(superseded=True),
     }
 
 

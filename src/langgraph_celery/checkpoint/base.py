@@ -9,6 +9,10 @@ Alongside checkpoints a saver keeps *pending writes*: the update of each task th
 step that starts from a checkpoint, keyed by ``(thread_id, checkpoint_id, task_id)``.  The first
 write for a key wins; a second one is refused.  They let a step whose other tasks failed or were
 interrupted keep what already succeeded, and make a redelivered task a no-op.
+
+Retention: :meth:`BaseCheckpointSaver.delete_thread` removes a thread, and
+:meth:`BaseCheckpointSaver.prune` keeps its last checkpoints and what its runs still need
+(see :mod:`langgraph_celery.checkpoint._retention`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from langgraph_celery.checkpoint._retention import (
+    PruneResult,
+    StoredRef,
+    check_keep_last,
+    plan_prune,
+    unfinished_runs,
+)
 from langgraph_celery.errors import SerializationError
 from langgraph_celery.serde import JsonSerializer, Serializer
 
@@ -295,6 +306,66 @@ class BaseCheckpointSaver(abc.ABC):
         """Delete the thread's checkpoints and writes (and whatever else the saver keeps of
         it); return the checkpoints deleted, newest first."""
 
+    # -- retention -----------------------------------------------------------------------------
+
+    def delete_thread(self, thread_id: str) -> int:
+        """Delete everything the saver keeps of the thread: its checkpoints (and what
+        :meth:`prune` left of pruned ones), their writes, and, for a saver that indexes runs,
+        the thread's timer and its runs' records.  Returns how many checkpoints were deleted
+        (not counting pruned ones); 0 for an unknown thread.
+
+        :meth:`release` deletes the same things but reads and returns every checkpoint (what
+        ``CompileConfig(release_thread=True)`` hands back); this reads none.  Checkpoints stored
+        while it runs may stay.  A run still running on the thread is not stopped: its next
+        task finds its checkpoint gone and is dropped, so cancel it first.  The default calls
+        :meth:`release`; savers override it to skip the reading.
+        """
+        return len(self.release(thread_id))
+
+    def prune(self, thread_id: str, *, keep_last: int, dry_run: bool = False) -> PruneResult:
+        """Remove the thread's checkpoints but the ``keep_last`` newest and what its runs still
+        need: the latest checkpoint of every run that is not completed (running, parked,
+        failed, cancelled) with its parent, and what a kept checkpoint is read from (see
+        :mod:`langgraph_celery.checkpoint._retention`).  A removed checkpoint loses its state
+        and its writes; its ids stay taken (no late writer can store that step again).
+
+        Safe while the thread's run is running: what its step reads is kept, and a checkpoint
+        stored meanwhile is never removed.  ``get_state``, history, resume and forks of what is
+        kept work as before; the oldest kept checkpoint's parent may be gone.  With
+        ``dry_run`` nothing is removed.  Returns what was kept (and why) and what was removed,
+        newest first.  ``ValueError`` if ``keep_last`` is below 1.
+
+        Run records stay: the run index still lists a run whose checkpoints were all pruned
+        (``thread_of_run`` no longer finds it); :meth:`delete_thread` removes them.
+        """
+        check_keep_last(keep_last)
+        stored = self.stored_refs(thread_id)
+        unfinished = unfinished_runs(self, thread_id, stored, self._recorded_completed(thread_id))
+        kept, deleted = plan_prune(stored, keep_last, unfinished)
+        if deleted and not dry_run:
+            self.remove_checkpoints(thread_id, deleted)
+        return PruneResult(thread_id, tuple(kept), tuple(deleted), dry_run)
+
+    def stored_refs(self, thread_id: str) -> Sequence[StoredRef]:
+        """For :meth:`prune`: the thread's checkpoints (not those pruned) as ids, newest first,
+        without reading their state; a checkpoint stored relative to others (a delta) names
+        them in :attr:`StoredRef.needs <langgraph_celery.checkpoint._retention.StoredRef.needs>`
+        and prune keeps them with it.  Savers implement it to support pruning."""
+        raise NotImplementedError(_cannot_prune(self, "stored_refs"))
+
+    def remove_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> int:
+        """For :meth:`prune`: drop the state and the writes of the thread's checkpoints
+        ``checkpoint_ids`` (in one transaction where the store has them), keeping their ids,
+        runs and steps taken: ``get`` and ``list`` no longer return them, ``put`` refuses them
+        again.  Returns how many were removed (ids unknown or already removed are skipped).
+        Savers implement it to support pruning."""
+        raise NotImplementedError(_cannot_prune(self, "remove_checkpoints"))
+
+    def _recorded_completed(self, thread_id: str) -> frozenset[str]:
+        """The thread's runs the saver's run index records as completed (:meth:`prune` does not
+        read their checkpoints); none by default."""
+        return frozenset()
+
     # -- the run index's methods: placeholders, for callers typed with this class --------------
     # A saver that runs graphs on Celery also implements RunIndex (checkpoint/index.py), where
     # these are documented; CeleryExecutor checks at compile that a saver does.  These raise.
@@ -363,6 +434,14 @@ def _not_indexed(saver: BaseCheckpointSaver, method: str) -> str:
         f"{type(saver).__name__} does not index runs (it has no {method}): a saver that runs "
         "graphs on Celery implements langgraph_celery.checkpoint.RunIndex, as MemorySaver and "
         "SqlSaver do"
+    )
+
+
+def _cannot_prune(saver: BaseCheckpointSaver, method: str) -> str:
+    return (
+        f"{type(saver).__name__} cannot prune checkpoints (it has no {method}): implement "
+        "stored_refs and remove_checkpoints, as MemorySaver and SqlSaver do, or delete whole "
+        "threads with delete_thread"
     )
 
 

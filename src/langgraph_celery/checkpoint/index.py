@@ -16,7 +16,10 @@ of runs, which a saver provides by implementing :class:`RunIndex` as well (``Mem
   run id alone;
 * **run records**: one :class:`RunRecord` per run (its thread, graph, :class:`RunStatus`,
   current or pending node, times), kept by :meth:`RunIndex.upsert_run` and listed by graph and
-  status, newest first, a page at a time (:meth:`RunIndex.list_runs`).
+  status, newest first, a page at a time (:meth:`RunIndex.list_runs`);
+* **completed threads**: :meth:`RunIndex.completed_runs` finds the threads whose last run
+  completed before a time, for the beat reaper's ``checkpoint_ttl`` pass, which sets aside
+  (:meth:`RunIndex.supersede_run`) the records of threads it finds have gone on.
 
 ``CeleryExecutor`` checks at compile that its saver implements this
 (:func:`missing_for_celery`), and names what is missing.  ``langgraph_celery.testing`` has
@@ -198,7 +201,8 @@ class RunIndex(abc.ABC):
         ``updated_at`` (``created_at`` stays the first record's).  ``False`` (nothing changed)
         if the stored record is newer (a later ``updated_at``): a late writer never undoes a
         newer status.  ``ValueError`` if the run is stored with another thread or graph.
-        Releasing the thread deletes its runs' records."""
+        An update brings back a record :meth:`supersede_run` set aside.  Releasing the thread
+        deletes its runs' records."""
 
     @abc.abstractmethod
     def get_run(self, run_id: str) -> RunRecord | None:
@@ -217,6 +221,35 @@ class RunIndex(abc.ABC):
         newest first (by ``created_at``, then ``run_id``, descending), at most ``limit``.  The
         next page: ``before=`` the last record of this one (runs created meanwhile do not shift
         the pages)."""
+
+    # -- completed threads (the reaper's checkpoint_ttl pass) --------------------------------
+
+    def completed_runs(
+        self, graph_id: str, before: datetime, *, limit: int = 100
+    ) -> Sequence[RunRecord]:
+        """Records of ``graph_id``'s completed runs last updated before ``before``, oldest
+        first, at most ``limit``, leaving out the runs set aside: those whose thread has a run
+        recorded after them (set aside on the way, as they can never again be their thread's
+        last) and those :meth:`supersede_run` set aside.  The beat reaper's ``checkpoint_ttl``
+        pass reads it every pass, so it must not cost more as records accumulate: each record
+        is passed over once (``SqlSaver`` reads an index on ``(graph_id, status, superseded,
+        updated_at)``).  Not abstract, so that savers written before it still load; without
+        it, ``checkpoint_ttl`` cannot be used with the saver."""
+        raise NotImplementedError(_no_ttl(self, "completed_runs"))
+
+    def supersede_run(self, record: RunRecord) -> bool:
+        """Leave ``record``'s run out of :meth:`completed_runs` until its record is next updated
+        (compare-and-set on its ``updated_at``: a record updated meanwhile is not set aside).
+        ``True`` if set aside."""
+        raise NotImplementedError(_no_ttl(self, "supersede_run"))
+
+
+def _no_ttl(index: RunIndex, method: str) -> str:
+    return (
+        f"{type(index).__name__} does not implement RunIndex.{method}, which the reaper's "
+        "checkpoint_ttl pass needs to find completed threads: implement completed_runs and "
+        "supersede_run (as MemorySaver and SqlSaver do), or leave checkpoint_ttl unset"
+    )
 
 
 def missing_for_celery(saver: object) -> tuple[str, ...]:

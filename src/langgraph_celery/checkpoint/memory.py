@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from langgraph_celery.checkpoint._conflicts import Rule
 from langgraph_celery.checkpoint._conflicts import message as conflict_message
+from langgraph_celery.checkpoint._retention import StoredRef
 from langgraph_celery.checkpoint._schema import as_utc
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
@@ -45,7 +46,8 @@ class _Stored:
     step: int
     parent_id: str | None
     created_at: datetime
-    body: str
+    #: ``None`` once pruned: the entry stays, keeping its id and step taken.
+    body: str | None
 
 
 @dataclass(slots=True)
@@ -73,6 +75,7 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
         self._runs: dict[str, str] = {}  # run_id -> thread_id
         self._timers: dict[str, Timer] = {}  # thread_id -> its timer
         self._run_records: dict[str, RunRecord] = {}  # run_id -> its record
+        self._superseded: set[str] = set()  # run ids completed_runs leaves out
 
     # -- checkpoints -------------------------------------------------------------------------
 
@@ -128,18 +131,19 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
     def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
         with self._lock:
             thread = self._threads.get(thread_id)
-            if thread is None or not thread.checkpoints:
+            if thread is None:
                 return None
-            if checkpoint_id is None:
-                stored: _Stored | None = thread.checkpoints[next(reversed(thread.checkpoints))]
+            stored: _Stored | None
+            if checkpoint_id is None:  # (the latest is never pruned: the loop ends at once)
+                stored = next((s for s in _newest_first(thread) if s.body is not None), None)
             else:
                 stored = thread.checkpoints.get(checkpoint_id)
-        return None if stored is None else self._load(thread_id, stored)
+        return None if stored is None or stored.body is None else self._load(thread_id, stored)
 
     def list(self, thread_id: str) -> Sequence[Checkpoint]:
         with self._lock:
             thread = self._threads.get(thread_id)
-            rows = [] if thread is None else list(reversed(thread.checkpoints.values()))
+            rows = _live(thread)
         return [self._load(thread_id, stored) for stored in rows]
 
     def set_timer(
@@ -174,15 +178,102 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
     def release(self, thread_id: str) -> Sequence[Checkpoint]:
         with self._lock:
             thread = self._threads.pop(thread_id, None)
-            self._timers.pop(thread_id, None)
-            for record in [r for r in self._run_records.values() if r.thread_id == thread_id]:
-                del self._run_records[record.run_id]
-            if thread is not None:
-                for run_id, _step in thread.steps:
-                    self._runs.pop(run_id, None)
+            self._forget_thread(thread_id, thread)
         if thread is None:
             return []
-        return [self._load(thread_id, stored) for stored in reversed(thread.checkpoints.values())]
+        return [self._load(thread_id, stored) for stored in _live(thread)]
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def delete_thread(self, thread_id: str) -> int:
+        """Drops the thread's entries without reading them (see the base class)."""
+        with self._lock:
+            thread = self._threads.pop(thread_id, None)
+            self._forget_thread(thread_id, thread)
+        if thread is None:
+            return 0
+        return sum(stored.body is not None for stored in thread.checkpoints.values())
+
+    def _forget_thread(self, thread_id: str, thread: _Thread | None) -> None:
+        """(Holding the lock) the thread's timer, run records and run lookups."""
+        self._timers.pop(thread_id, None)
+        for record in [r for r in self._run_records.values() if r.thread_id == thread_id]:
+            del self._run_records[record.run_id]
+            self._superseded.discard(record.run_id)
+        if thread is not None:
+            for run_id, _step in thread.steps:
+                self._runs.pop(run_id, None)
+
+    def stored_refs(self, thread_id: str) -> Sequence[StoredRef]:
+        with self._lock:
+            thread = self._threads.get(thread_id)
+            rows = _live(thread)
+        return [StoredRef(s.checkpoint_id, s.run_id, s.parent_id) for s in rows]
+
+    def remove_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> int:
+        with self._lock:
+            thread = self._threads.get(thread_id)
+            if thread is None:
+                return 0
+            removed = 0
+            runs: set[str] = set()
+            for checkpoint_id in dict.fromkeys(checkpoint_ids):
+                stored = thread.checkpoints.get(checkpoint_id)
+                if stored is None or stored.body is None:
+                    continue
+                # (replacing a key's value keeps its place: storage order is unchanged)
+                thread.checkpoints[checkpoint_id] = dataclasses.replace(stored, body=None)
+                thread.writes.pop(checkpoint_id, None)
+                runs.add(stored.run_id)
+                removed += 1
+            live = {s.run_id for s in thread.checkpoints.values() if s.body is not None}
+            for run_id in runs - live:  # (thread_of_run finds runs by their checkpoints)
+                if self._runs.get(run_id) == thread_id:
+                    del self._runs[run_id]
+            return removed
+
+    def _recorded_completed(self, thread_id: str) -> frozenset[str]:
+        with self._lock:
+            return frozenset(
+                r.run_id
+                for r in self._run_records.values()
+                if r.thread_id == thread_id and r.status is RunStatus.COMPLETED
+            )
+
+    def completed_runs(
+        self, graph_id: str, before: datetime, *, limit: int = 100
+    ) -> Sequence[RunRecord]:
+        check_page(limit)
+        before = as_utc(before)
+        with self._lock:
+            records = [r for r in self._run_records.values() if r.run_id not in self._superseded]
+            newest: dict[str, RunRecord] = {}
+            for record in self._run_records.values():
+                held = newest.get(record.thread_id)
+                if held is None or run_order(record) > run_order(held):
+                    newest[record.thread_id] = record
+            found = []
+            for record in records:
+                if (
+                    record.graph_id != graph_id
+                    or record.status is not RunStatus.COMPLETED
+                    or record.updated_at >= before
+                ):
+                    continue
+                if newest[record.thread_id] is not record:
+                    self._superseded.add(record.run_id)
+                    continue
+                found.append(record)
+        found.sort(key=lambda record: (record.updated_at, record.run_id))
+        return found[:limit]
+
+    def supersede_run(self, record: RunRecord) -> bool:
+        with self._lock:
+            held = self._run_records.get(record.run_id)
+            if held is None or held.updated_at != as_utc(record.updated_at):
+                return False
+            self._superseded.add(record.run_id)
+            return True
 
     # -- run records -------------------------------------------------------------------------
 
@@ -198,6 +289,7 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
                     return False
                 record = dataclasses.replace(record, created_at=held.created_at)
             self._run_records[record.run_id] = record
+            self._superseded.discard(record.run_id)
             return True
 
     def get_run(self, run_id: str) -> RunRecord | None:
@@ -263,6 +355,7 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
     # -- helpers -----------------------------------------------------------------------------
 
     def _load(self, thread_id: str, stored: _Stored) -> Checkpoint:
+        assert stored.body is not None  # (pruned entries are never loaded)
         return Checkpoint.from_body(
             self.serializer.loads(stored.body),
             thread_id=thread_id,
@@ -272,3 +365,14 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
             parent_id=stored.parent_id,
             created_at=stored.created_at,
         )
+
+
+def _newest_first(thread: _Thread) -> Iterator[_Stored]:
+    return reversed(thread.checkpoints.values())
+
+
+def _live(thread: _Thread | None) -> list[_Stored]:
+    """The thread's checkpoints not pruned, newest first."""
+    if thread is None:
+        return []
+    return [stored for stored in _newest_first(thread) if stored.body is not None]

@@ -32,6 +32,7 @@ from langgraph_celery.checkpoint._database import SqlDatabase
 from langgraph_celery.checkpoint._engines import (  # (SQLITE_BUSY_TIMEOUT: its old home)
     SQLITE_BUSY_TIMEOUT,  # noqa: F401
 )
+from langgraph_celery.checkpoint._retention import StoredRef
 from langgraph_celery.checkpoint._schema import (
     DEFAULT_TABLE_PREFIX,
     as_utc,
@@ -57,6 +58,9 @@ from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.serde import Serializer
 
 __all__ = ["SqlSaver"]
+
+#: Checkpoint ids per statement when pruning (well under every database's bound parameters).
+_ID_BATCH = 500
 
 
 class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
@@ -228,11 +232,13 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
                 rows = conn.execute(
                     delete(checkpoints)
                     .where(checkpoints.c.thread_id == thread_id)
-                    .returning(*self._checkpoint_columns())
+                    .returning(*self._checkpoint_columns(), checkpoints.c.pruned_at)
                 ).all()
             else:
                 rows = conn.execute(
-                    select(*self._checkpoint_columns()).where(checkpoints.c.thread_id == thread_id)
+                    select(*self._checkpoint_columns(), checkpoints.c.pruned_at).where(
+                        checkpoints.c.thread_id == thread_id
+                    )
                 ).all()
                 if rows:
                     conn.execute(
@@ -246,7 +252,59 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
             conn.execute(delete(timers).where(timers.c.thread_id == thread_id))
             conn.execute(delete(runs).where(runs.c.thread_id == thread_id))
         rows = sorted(rows, key=lambda row: row.seq, reverse=True)
-        return [self._load(thread_id, row) for row in rows]
+        return [self._load(thread_id, row) for row in rows if row.pruned_at is None]
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def delete_thread(self, thread_id: str) -> int:
+        """One transaction; reads no checkpoint (see the base class)."""
+        params = {"thread_id": thread_id}
+        with self._begin() as conn:
+            counts = [conn.execute(sql, params).rowcount for sql in self._sql.delete_thread]
+        return int(counts[1])
+
+    def stored_refs(self, thread_id: str) -> Sequence[StoredRef]:
+        rows = self._read(self._sql.refs, {"thread_id": thread_id})
+        return [StoredRef(row.checkpoint_id, row.run_id, row.parent_id) for row in rows]
+
+    def remove_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> int:
+        """One transaction, a batch of ids per statement."""
+        sql, now, removed = self._sql, datetime.now(UTC), 0
+        ids = list(dict.fromkeys(checkpoint_ids))
+        with self._begin() as conn:
+            for start in range(0, len(ids), _ID_BATCH):
+                batch = ids[start : start + _ID_BATCH]
+                pruned = {"b_thread_id": thread_id, "ids": batch, "now": now}
+                removed += conn.execute(sql.prune, pruned).rowcount
+                conn.execute(sql.prune_writes, {"thread_id": thread_id, "ids": batch})
+        return removed
+
+    def _recorded_completed(self, thread_id: str) -> frozenset[str]:
+        params = {"thread_id": thread_id, "completed": RunStatus.COMPLETED}
+        return frozenset(row.run_id for row in self._read(self._sql.completed_of_thread, params))
+
+    def completed_runs(
+        self, graph_id: str, before: datetime, *, limit: int = 100
+    ) -> Sequence[RunRecord]:
+        """One read (and one update setting aside the runs a newer run of their thread
+        superseded), on ``<prefix>runs_expiry_ix``."""
+        check_page(limit)
+        params = {
+            "graph_id": graph_id,
+            "completed": RunStatus.COMPLETED,
+            "before": as_utc(before),
+            "limit": limit,
+        }
+        rows = self._read(self._sql.completed_runs, params)
+        superseded = [row.run_id for row in rows if row.newer]
+        if superseded:
+            with self._begin() as conn:
+                conn.execute(self._sql.supersede_runs, {"ids": superseded})
+        return [_run_record(row) for row in rows if not row.newer]
+
+    def supersede_run(self, record: RunRecord) -> bool:
+        params = {"b_run_id": record.run_id, "b_updated_at": as_utc(record.updated_at)}
+        return self._write(self._sql.supersede_run, params) == 1
 
     # -- run records -------------------------------------------------------------------------
 

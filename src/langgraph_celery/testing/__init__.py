@@ -6,10 +6,12 @@ Two classes of tests, one per half of the saver contract:
   :class:`~langgraph_celery.checkpoint.BaseCheckpointSaver` must do (the in-process executor
   needs no more): storing, reading and listing checkpoints with their values' types, pending
   writes (the first write wins), the three uniqueness rules under concurrent writers, release,
-  serialization failures that store nothing, several handles on one store;
+  serialization failures that store nothing, several handles on one store, deleting and pruning
+  threads (``delete_thread``, ``prune``);
 * :class:`RunIndexConformance`: what a saver that runs graphs on Celery must also do as a
   :class:`~langgraph_celery.checkpoint.RunIndex`: claims, timers, a checkpoint stored with its
-  timer change, the run lookup.
+  timer change, the run lookup, run records, and finding completed threads
+  (``completed_runs``, ``supersede_run``) for the reaper's ``checkpoint_ttl``.
 
 Subclass them in a test module (its name starting with ``Test``) and override one fixture,
 ``saver_factory``: a callable that returns a handle on one store, empty when the test starts,

@@ -16,7 +16,8 @@ from langgraph_celery.checkpoint import (
     RunStatus,
     Timer,
 )
-from langgraph_celery.testing._support import THREAD, SaverFixtures, make_checkpoint, race
+from langgraph_celery.testing._retention import ExpiryConformance
+from langgraph_celery.testing._support import THREAD, make_checkpoint, race
 
 __all__ = ["RunIndexConformance"]
 
@@ -36,11 +37,12 @@ def _stored(
     )
 
 
-class RunIndexConformance(SaverFixtures):
+class RunIndexConformance(ExpiryConformance):
     """What a saver that also implements :class:`~langgraph_celery.checkpoint.RunIndex` must
     do, as the Celery executor relies on it: claims released by compare-and-delete, one timer
     per thread, a checkpoint stored with its timer change or not at all, the run lookup, run
-    records listed newest first a page at a time.  (Tests that call methods only a RunIndex has
+    records listed newest first a page at a time; and what retention asks of it (see
+    ``testing/_retention.py``).  (Tests that call methods only a RunIndex has
     take the saver as ``Any``.)
     Subclass it next to :class:`SaverConformance` (see :mod:`langgraph_celery.testing`)."""
 

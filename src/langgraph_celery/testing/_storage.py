@@ -18,7 +18,8 @@ from langgraph_celery.checkpoint import (
     PendingWrite,
 )
 from langgraph_celery.errors import SerializationError
-from langgraph_celery.testing._support import THREAD, SaverFixtures, make_checkpoint, race
+from langgraph_celery.testing._retention import PruneConformance
+from langgraph_celery.testing._support import THREAD, make_checkpoint, race
 
 __all__ = ["SaverConformance"]
 
@@ -34,10 +35,11 @@ class _Opaque:
     """A value no serializer allows."""
 
 
-class SaverConformance(SaverFixtures):
+class SaverConformance(PruneConformance):
     """What every :class:`~langgraph_celery.checkpoint.BaseCheckpointSaver` must do: storing,
     reading and listing checkpoints, pending writes, uniqueness under concurrent writers,
-    release, serialization failures.  Subclass it in a test module and override
+    release, serialization failures; and retention (``delete_thread``, ``prune``: see
+    ``testing/_retention.py``).  Subclass it in a test module and override
     :meth:`saver_factory` (see :mod:`langgraph_celery.testing`)."""
 
     def test_unknown_thread_is_empty(self, saver: BaseCheckpointSaver) -> None:

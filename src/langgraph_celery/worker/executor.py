@@ -99,7 +99,9 @@ class CeleryExecutor:
     other task (see ``worker/routing.py``). ``reap_interval`` and ``stalled_after`` (seconds)
     drive the beat job that re-dispatches runs whose pending step has no live task;
     ``interrupt_timeout`` gives parked runs a deadline, ``node_timeout`` every node a time limit
-    (``add_node(..., timeout=)`` overrides it).
+    (``add_node(..., timeout=)`` overrides it).  With ``checkpoint_ttl`` (seconds), the same beat
+    job deletes each thread of the executor's graphs whose run completed and whose last
+    checkpoint is older than that (``saver.delete_thread``; see ``beat/reaper.py``).
 
     Two steps are added to the consumer of ``app``'s workers, each of which a keyword turns off
     (for an app whose consumer is patched otherwise, or to see Celery's own behaviour):
@@ -129,6 +131,7 @@ class CeleryExecutor:
         interrupt_timeout: float | None = None,
         node_timeout: float | None = None,
         *,
+        checkpoint_ttl: float | None = None,
         guard_task_messages: bool = True,
         survive_broker_loss: bool = True,
     ) -> None:
@@ -143,6 +146,11 @@ class CeleryExecutor:
             raise ValueError("interrupt_timeout must be positive seconds (or None: no deadline)")
         if node_timeout is not None and not node_timeout > 0:
             raise ValueError("node_timeout must be positive seconds (or None: no time limit)")
+        if checkpoint_ttl is not None and not checkpoint_ttl > 0:
+            raise ValueError(
+                f"checkpoint_ttl={checkpoint_ttl!r}: give the seconds a completed thread is kept "
+                "after its last checkpoint (a positive number), or None to keep threads"
+            )
         self.app = app
         self.routes = dict(routes or {})
         self._graph_nodes: dict[str, tuple[str, ...]] = {}  # the graphs compiled with it
@@ -150,6 +158,7 @@ class CeleryExecutor:
         self.stalled_after = float(stalled_after)
         self.interrupt_timeout = interrupt_timeout
         self.node_timeout = node_timeout
+        self.checkpoint_ttl = None if checkpoint_ttl is None else float(checkpoint_ttl)
         self.notifier = Notifier(app)
         _apply_safe_settings(app)
         if guard_task_messages:  # malformed messages never stop a worker

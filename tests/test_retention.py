@@ -1,0 +1,416 @@
+"""Issue 12, item 4 (SPEC §10): retention seen from graphs, on every saver.
+
+What ``prune`` keeps is enough to read, resume and fork a thread (the oldest kept checkpoint's
+parent is gone and readers cope); a run pruned while it runs on Celery ends as it would have,
+each node run once; the reaper's ``checkpoint_ttl`` pass deletes completed threads older than
+the TTL and nothing else.  (The saver-level rules are in the conformance suite:
+``langgraph_celery/testing/_retention.py``.)
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from celery import Celery
+
+from langgraph_celery import (
+    END,
+    START,
+    AgentState,
+    Channels,
+    CompileConfig,
+    CompiledGraph,
+    GraphInput,
+    GraphStateError,
+    NodeError,
+    RunnableConfig,
+    StateGraph,
+)
+from langgraph_celery.beat.reaper import reap
+from langgraph_celery.celery import CeleryExecutor, RunHandle
+from langgraph_celery.checkpoint import (
+    BaseCheckpointSaver,
+    Checkpoint,
+    Keep,
+    Kept,
+    MemorySaver,
+    PendingWrite,
+    RunIndex,
+    RunStatus,
+)
+from langgraph_celery.checkpoint._retention import StoredRef, plan_prune
+from langgraph_celery.worker.embedded import EmbeddedWorker, embedded_worker_for
+
+CFG = RunnableConfig(thread_id="thread-1")
+
+
+def _appending(name: str) -> Any:
+    def action(state: AgentState) -> dict[str, Any]:
+        return {"log": name}
+
+    return action
+
+
+def chain(saver: BaseCheckpointSaver, nodes: str, **config: Any) -> CompiledGraph:
+    """START -> nodes[0] -> ... -> END (one letter a node), each appending its name to ``log``."""
+    graph = StateGraph({"log": Channels.appender()})
+    for node in nodes:
+        graph.add_node(node, _appending(node))
+    graph.add_edge(START, nodes[0])
+    for source, target in itertools.pairwise(nodes):
+        graph.add_edge(source, target)
+    graph.add_edge(nodes[-1], END)
+    return graph.compile(CompileConfig(checkpoint_saver=saver, **config))
+
+
+# -- what is kept, as a pure function ------------------------------------------------------------
+
+
+def test_what_a_kept_checkpoint_is_read_from_is_kept_with_it() -> None:
+    """A delta scheme names the checkpoints each one is read from (``StoredRef.needs``): prune
+    keeps them, and what they are read from in turn, whatever their age."""
+    refs = [StoredRef(f"c{i}", "r1", f"c{i - 1}" if i else None) for i in range(6)][::-1]
+    refs[0] = StoredRef("c5", "r1", "c4", needs=("c2",))
+    refs[3] = StoredRef("c2", "r1", "c1", needs=("c0", "c5"))
+    kept, deleted = plan_prune(refs, 1, {})
+    assert kept == [
+        Kept("c5", Keep.LAST),
+        Kept("c2", Keep.NEEDED, "c5"),
+        Kept("c0", Keep.NEEDED, "c2"),
+    ]
+    assert deleted == ["c4", "c3", "c1"]
+    # a running run's latest keeps its parent, and the parent what it is read from
+    kept, deleted = plan_prune(refs[1:], 1, {"c4": RunStatus.RUNNING})
+    assert [(k.checkpoint_id, k.reason) for k in kept] == [
+        ("c4", Keep.LAST),
+        ("c3", Keep.PARENT),
+    ]
+    assert deleted == ["c2", "c1", "c0"]
+
+
+# -- in process -----------------------------------------------------------------------------------
+
+
+def test_a_pruned_parked_thread_reads_resumes_and_forks(saver: BaseCheckpointSaver) -> None:
+    graph = chain(saver, "abcde", interrupt_before=("e",))
+    graph.invoke({}, CFG)
+    assert len(graph.get_state_history(CFG)) == 5
+
+    result = saver.prune("thread-1", keep_last=1)
+
+    history = graph.get_state_history(CFG)
+    assert [s.checkpoint_id for s in history] == [k.checkpoint_id for k in result.kept]
+    assert [k.reason for k in result.kept] == [Keep.LAST, Keep.PARENT]  # (parked: its parent)
+    assert len(result.deleted) == 3
+    parked = graph.get_state(CFG)
+    assert parked.next == ("e",) and parked.values["log"] == ["a", "b", "c", "d"]
+    # The oldest kept snapshot still names its parent, which is gone: reading it says so.
+    oldest = history[-1]
+    assert oldest.parent_config is not None
+    gone = oldest.parent_config.checkpoint_id
+    assert gone in result.deleted
+    with pytest.raises(GraphStateError, match=f"has no checkpoint '{gone}'"):
+        graph.get_state(oldest.parent_config)
+    with pytest.raises(GraphStateError, match=f"has no checkpoint '{gone}'"):
+        graph.invoke(None, oldest.parent_config)  # (no fork from a pruned checkpoint)
+    # The parked run resumes from what is kept and completes as it would have.
+    done = graph.invoke(GraphInput.resume(), CFG)
+    assert done.value("log") == ["a", "b", "c", "d", "e"]
+    assert graph.get_state(CFG).next == ()
+    # A fork from the oldest kept checkpoint (after c, next d) runs d and parks before e again.
+    forked = graph.invoke(None, CFG.with_changes(checkpoint_id=oldest.checkpoint_id))
+    assert forked.value("log") == ["a", "b", "c", "d"]
+    assert graph.get_state(CFG).next == ("e",)
+
+
+def test_a_completed_thread_pruned_to_its_last_checkpoint_goes_on(
+    saver: BaseCheckpointSaver,
+) -> None:
+    graph = chain(saver, "ab")
+    graph.invoke({}, CFG)
+    graph.invoke({}, CFG)
+    result = saver.prune("thread-1", keep_last=1)
+    assert [k.reason for k in result.kept] == [Keep.LAST] and len(result.deleted) == 5
+    (only,) = graph.get_state_history(CFG)
+    assert only.values["log"] == ["a", "b", "a", "b"]
+    assert graph.invoke({}, CFG).value("log") == ["a", "b"] * 3
+    history = graph.get_state_history(CFG)
+    assert len(history) == 4 and history[-1].checkpoint_id == only.checkpoint_id
+
+
+def test_a_failed_step_pruned_around_is_retried_by_the_resume(saver: BaseCheckpointSaver) -> None:
+    failing = threading.Event()
+
+    def flaky(state: AgentState) -> dict[str, Any]:
+        if failing.is_set():
+            raise RuntimeError("not yet")
+        return {"log": "c"}
+
+    graph = StateGraph({"log": Channels.appender()})
+    graph.add_node("a", _appending("a")).add_node("b", _appending("b")).add_node("c", flaky)
+    graph.add_edge(START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", END)
+    compiled = graph.compile(CompileConfig(checkpoint_saver=saver))
+    compiled.invoke({}, CFG)
+    failing.set()
+    with pytest.raises(NodeError, match="not yet"):
+        compiled.invoke({}, CFG)
+    # the completed run before it goes; the failed step stays, with its parent
+    result = saver.prune("thread-1", keep_last=1)
+    assert [k.reason for k in result.kept] == [Keep.LAST, Keep.PARENT]
+    assert len(result.deleted) == 5
+    failing.clear()
+    assert compiled.invoke(GraphInput.resume(), CFG).value("log") == ["a", "b", "c"] * 2
+
+
+class _StoresOnly(BaseCheckpointSaver):
+    """A saver of its own, written before retention: it stores, releases, and nothing more."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = MemorySaver()
+
+    def put(self, checkpoint: Checkpoint) -> Checkpoint:
+        return self.inner.put(checkpoint)
+
+    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
+        return self.inner.get(thread_id, checkpoint_id)
+
+    def list(self, thread_id: str) -> Sequence[Checkpoint]:
+        return self.inner.list(thread_id)
+
+    def put_writes(
+        self, thread_id: str, checkpoint_id: str, task_id: str, node: str, update: Any
+    ) -> bool:
+        return self.inner.put_writes(thread_id, checkpoint_id, task_id, node, update)
+
+    def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:
+        return self.inner.get_writes(thread_id, checkpoint_id)
+
+    def release(self, thread_id: str) -> Sequence[Checkpoint]:
+        return self.inner.release(thread_id)
+
+
+def test_a_saver_without_pruning_says_what_to_implement_and_still_deletes_threads() -> None:
+    saver = _StoresOnly()
+    graph = chain(saver, "ab")
+    graph.invoke({}, CFG)
+    with pytest.raises(NotImplementedError) as caught:
+        saver.prune("thread-1", keep_last=1)
+    assert "_StoresOnly cannot prune checkpoints (it has no stored_refs)" in str(caught.value)
+    assert "implement stored_refs and remove_checkpoints" in str(caught.value)
+    assert len(saver.list("thread-1")) == 3  # (nothing removed)
+    assert saver.delete_thread("thread-1") == 3  # (the default: release)
+    assert saver.list("thread-1") == []
+
+
+# -- on Celery ------------------------------------------------------------------------------------
+
+#: Executions of each node of each step, by thread: a node run twice shows as 2.
+_RUNS: Counter[tuple[str, str, int]] = Counter()
+_RUNS_LOCK = threading.Lock()
+
+
+def _counted(name: str) -> Any:
+    def action(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        with _RUNS_LOCK:
+            _RUNS[(config.thread_id or "", name, int(state.value("n", 0)))] += 1
+        if name == "tick":
+            return {"n": int(state.value("n", 0)) + 1, "log": "tick"}
+        return {"log": name}
+
+    return action
+
+
+def fan_loop(saver: BaseCheckpointSaver, executor: CeleryExecutor, rounds: int) -> CompiledGraph:
+    """tick -> (left, right in one step) -> tick ... ``rounds`` times, then END: steps of one
+    task and of two (whose first write waits on the step's checkpoint for the second)."""
+    graph = StateGraph({"log": Channels.appender()})
+    graph.add_node("tick", _counted("tick"))
+    graph.add_node("left", _counted("left")).add_node("right", _counted("right"))
+    graph.add_edge(START, "tick")
+    graph.add_conditional_edges(
+        "tick", lambda s: END if s.value("n") >= rounds else ["left", "right"], None
+    )
+    graph.add_edge("left", "tick").add_edge("right", "tick")
+    graph_id = f"fan-{uuid.uuid4().hex[:8]}"
+    return graph.compile(
+        CompileConfig(checkpoint_saver=saver, executor=executor, graph_id=graph_id)
+    )
+
+
+def celery_executor(**options: Any) -> CeleryExecutor:
+    app = Celery(f"retention-{uuid.uuid4().hex[:8]}", broker="memory://", set_as_current=False)
+    app.conf.task_default_queue = f"retention-{uuid.uuid4().hex[:8]}"
+    return CeleryExecutor(app, **options)
+
+
+@pytest.fixture
+def worker_of() -> Iterator[Any]:
+    started: list[EmbeddedWorker] = []
+
+    def start(graph: CompiledGraph) -> EmbeddedWorker:
+        worker = embedded_worker_for(graph)
+        assert worker is not None
+        started.append(worker.start())
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def test_pruning_a_run_while_it_runs_on_celery_changes_nothing_it_does(
+    saver: BaseCheckpointSaver, worker_of: Any
+) -> None:
+    rounds = 12
+    graph = fan_loop(saver, celery_executor(), rounds)
+    worker_of(graph)
+    thread = f"pruned-{uuid.uuid4().hex[:8]}"
+    stop, prunes, held = threading.Event(), [0], Counter[str]()
+
+    def prune_all_the_time() -> None:
+        while not stop.is_set():
+            result = saver.prune(thread, keep_last=1)
+            held.update(k.reason.value for k in result.held)
+            prunes[0] += 1
+
+    handle = graph.start({}, RunnableConfig(thread_id=thread))
+    pruner = threading.Thread(target=prune_all_the_time)
+    pruner.start()
+    try:
+        result = handle.wait(timeout=60)
+    finally:
+        stop.set()
+        pruner.join(30)
+    assert handle.status() == "completed"
+    assert result.as_state_data_or_last_checkpoint_state_data()["log"] == (
+        ["tick", "left", "right"] * (rounds - 1) + ["tick"]
+    )
+    ran = {key: count for key, count in _RUNS.items() if key[0] == thread}
+    assert set(ran.values()) == {1}, ran  # every node of every step ran once
+    assert len(ran) == 3 * (rounds - 1) + 1
+    assert prunes[0] > 0 and held["parent"] > 0, (prunes, held)  # (it ran while the run did)
+    saver.prune(thread, keep_last=1)
+    (last,) = graph.get_state_history(RunnableConfig(thread_id=thread))
+    assert last.next == () and last.values["n"] == rounds
+
+
+def test_a_parked_celery_run_pruned_is_found_followed_and_resumed(
+    saver: BaseCheckpointSaver, worker_of: Any
+) -> None:
+    graph = chain(
+        saver, "abcd", executor=celery_executor(), graph_id="pruned-park", interrupt_before=("d",)
+    )
+    worker_of(graph)
+    thread = f"park-{uuid.uuid4().hex[:8]}"
+    handle = graph.start({}, RunnableConfig(thread_id=thread))
+    assert handle.wait(timeout=30).is_interruption_metadata()
+
+    result = saver.prune(thread, keep_last=1)
+
+    assert [k.reason for k in result.kept] == [Keep.LAST, Keep.PARENT] and result.deleted
+    found = RunHandle.from_run_id(graph, handle.run_id)  # (its kept checkpoints name its thread)
+    assert (found.thread_id, found.status()) == (thread, "parked")
+    outputs = list(graph.stream(GraphInput.resume(), RunnableConfig(thread_id=thread)))
+    assert outputs[-1].state.value("log") == ["a", "b", "c", "d"]
+    assert handle.wait(timeout=30).as_state_data_or_last_checkpoint_state_data()["log"] == list(
+        "abcd"
+    )
+    # Its outputs from its oldest kept checkpoint on (whose parent is gone), then its end.
+    streamed = list(found.stream())
+    assert streamed and streamed[-1].state.value("log") == ["a", "b", "c", "d"]
+
+
+# -- the reaper's checkpoint_ttl ------------------------------------------------------------------
+
+
+def test_the_reaper_deletes_completed_threads_older_than_the_ttl(
+    saver: BaseCheckpointSaver, worker_of: Any
+) -> None:
+    ttl = 3600.0
+    executor = celery_executor(checkpoint_ttl=ttl)
+    graph = chain(saver, "ab", executor=executor, graph_id="ttl-chain")
+    parked = chain(saver, "ab", executor=executor, graph_id="ttl-parked", interrupt_before=("b",))
+    worker_of(graph)  # (one worker serves both: they share the app)
+
+    def cfg(thread: str) -> RunnableConfig:
+        return RunnableConfig(thread_id=thread)
+
+    graph.invoke({}, cfg("done"))
+    graph.invoke({}, cfg("twice"))
+    graph.invoke({}, cfg("twice"))  # (two runs: the older one's record is passed over)
+    graph.invoke({}, cfg("updated"))
+    parked.invoke({}, cfg("parked"))
+    assert parked.get_state(cfg("parked")).next == ("b",)
+    now = datetime.now(UTC)
+    time.sleep(0.3)
+    graph.update_state(cfg("updated"), {"log": "late"})  # (after the run completed)
+
+    assert reap(executor, now=now + timedelta(seconds=ttl / 2)).deleted == []
+    assert saver.get("done") is not None
+
+    latest_update = saver.get("updated")
+    assert latest_update is not None
+    # the runs completed over 0.3 s before the update: older than the TTL, the update not
+    report = reap(executor, now=latest_update.created_at + timedelta(seconds=ttl - 0.1))
+
+    assert sorted(report.deleted) == ["done", "twice"] and report.errors == []
+    assert isinstance(saver, RunIndex)
+    for thread in ("done", "twice"):
+        assert saver.get(thread) is None and saver.list(thread) == []
+    assert [r.thread_id for r in saver.list_runs("ttl-chain")] == ["updated"]
+    assert saver.get("updated") is not None
+    assert parked.get_state(cfg("parked")).next == ("b",)  # parked: never deleted
+    assert saver.list_runs("ttl-parked", RunStatus.PARKED)
+    # Once the parked run completes, its thread goes too (and the update, old enough).
+    assert parked.invoke(GraphInput.resume(), cfg("parked")).value("log") == ["a", "b"]
+    much_later = datetime.now(UTC) + timedelta(seconds=ttl + 1)
+    assert sorted(reap(executor, now=much_later).deleted) == ["parked", "updated"]
+    assert saver.get("parked") is None and saver.get("updated") is None
+    assert reap(executor, now=much_later).deleted == []
+
+
+def test_without_a_ttl_the_reaper_deletes_nothing(
+    saver: BaseCheckpointSaver, worker_of: Any
+) -> None:
+    graph = chain(saver, "ab", executor=celery_executor(), graph_id="no-ttl")
+    worker_of(graph)
+    graph.invoke({}, RunnableConfig(thread_id="kept"))
+    report = reap(graph.config.executor, now=datetime.now(UTC) + timedelta(days=3650))
+    assert report.deleted == [] and saver.get("kept") is not None
+
+
+class _NoExpiry(MemorySaver):
+    """A saver written before retention: RunIndex's completed_runs is not implemented."""
+
+    completed_runs = RunIndex.completed_runs  # type: ignore[assignment]
+
+
+def test_a_saver_that_cannot_find_completed_threads_is_named_in_the_log(
+    worker_of: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    saver = _NoExpiry()
+    graph = chain(saver, "ab", executor=celery_executor(checkpoint_ttl=1), graph_id="old-saver")
+    worker_of(graph)
+    graph.invoke({}, RunnableConfig(thread_id="t"))
+    with caplog.at_level("ERROR", logger="langgraph_celery.beat"):
+        report = reap(graph.config.executor, now=datetime.now(UTC) + timedelta(hours=1))
+    assert report.deleted == [] and saver.get("t") is not None
+    assert "checkpoint_ttl not applied to graph 'old-saver'" in caplog.text
+    assert "_NoExpiry does not implement RunIndex.completed_runs" in caplog.text
+
+
+@pytest.mark.parametrize("ttl", [0, -5, float("nan")])
+def test_checkpoint_ttl_is_positive_seconds(ttl: float) -> None:
+    with pytest.raises(ValueError, match="checkpoint_ttl"):
+        celery_executor(checkpoint_ttl=ttl)
+    assert celery_executor(checkpoint_ttl=2).checkpoint_ttl == 2.0
+    assert celery_executor().checkpoint_ttl is None
