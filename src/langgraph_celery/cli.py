@@ -7,6 +7,7 @@
     langgraph-celery history MODULE:GRAPH --thread ID
     langgraph-celery draw MODULE:GRAPH [--format mermaid|plantuml]
     langgraph-celery worker MODULE [CELERY WORKER OPTIONS...]
+    langgraph-celery console MODULE [--host H] [--port P] [--basic-auth U:P | --token T]
 
 ``--broker``, ``--result-backend`` and ``--db`` set ``LGC_BROKER_URL``, ``LGC_RESULT_BACKEND`` and
 ``LGC_DATABASE_URL`` before the module is imported; modules that read them (as
@@ -132,6 +133,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     worker.add_argument("module", metavar="MODULE", help="module (or module:app) of a Celery app")
     worker.epilog = "Other options go to `celery worker` (default: --loglevel=INFO)."
+    from langgraph_celery.console.command import add_arguments as add_console_arguments
+
+    add_console_arguments(
+        commands.add_parser(
+            "console", parents=[env], help="serve the web console (runs, approvals)"
+        )
+    )
     return parser
 
 
@@ -313,6 +321,12 @@ def cmd_worker(args: argparse.Namespace, out: IO[str]) -> int:
     return 0  # pragma: no cover - not reached
 
 
+def cmd_console(args: argparse.Namespace, out: IO[str]) -> int:
+    from langgraph_celery.console.command import run
+
+    return run(args, out, _import, UsageError)
+
+
 COMMANDS = {
     "demo": cmd_demo,
     "run": cmd_run,
@@ -321,6 +335,7 @@ COMMANDS = {
     "history": cmd_history,
     "draw": cmd_draw,
     "worker": cmd_worker,
+    "console": cmd_console,
 }
 
 
