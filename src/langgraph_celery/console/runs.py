@@ -19,6 +19,7 @@ from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, Ch
 from langgraph_celery.checkpoint.index import RunIndex, RunRecord, RunStatus, run_order
 from langgraph_celery.console.catalog import Catalog, CatalogError, GraphEntry
 from langgraph_celery.console.diff import Change, diff_states
+from langgraph_celery.console.redact import redact
 from langgraph_celery.graph._loop import Extra, Failure, Parking
 from langgraph_celery.worker.client import status_of
 from langgraph_celery.worker.names import celery_task_id
@@ -122,6 +123,8 @@ def _run_view(entry: GraphEntry, record: RunRecord, detail: bool = True) -> RunV
         parking = None
     if record.status is not RunStatus.FAILED:
         failure = None
+    if failure is not None:  # errors quote URLs, with their passwords
+        failure = Failure(failure.node_id, failure.error_type, redact(failure.message))
     return RunView(record, entry, parking, failure, checkpoint.checkpoint_id, on_top)
 
 
