@@ -13,10 +13,43 @@
     if (stale) { stale.hidden = false; }
   }
 
+  // A notice (the outcome of the last action) stays through the live reloads that follow it.
+  var NOTICE_KEY = "lgc-console-notice";
+
+  function keepNotice() {
+    var notice = document.querySelector("[data-notice]");
+    if (notice && window.sessionStorage) {
+      window.sessionStorage.setItem(NOTICE_KEY, JSON.stringify({
+        path: window.location.pathname + window.location.search,
+        error: notice.classList.contains("error"),
+        text: notice.textContent
+      }));
+    }
+  }
+
+  function restoreNotice() {
+    if (!window.sessionStorage) { return; }
+    var kept = window.sessionStorage.getItem(NOTICE_KEY);
+    window.sessionStorage.removeItem(NOTICE_KEY);
+    if (!kept || document.querySelector("[data-notice]")) { return; }
+    var notice = JSON.parse(kept);
+    if (notice.path !== window.location.pathname + window.location.search) { return; }
+    var element = document.createElement("p");
+    element.className = "notice " + (notice.error ? "error" : "ok");
+    element.setAttribute("role", "status");
+    element.setAttribute("data-notice", "");
+    element.textContent = notice.text;
+    var main = document.querySelector("main");
+    main.insertBefore(element, main.firstChild);
+  }
+
+  restoreNotice();
+
   function reloadOrFlag() {
     if (dirty || document.activeElement && /^(TEXTAREA|INPUT|SELECT)$/.test(document.activeElement.tagName)) {
       showStale();
     } else {
+      keepNotice();
       window.location.reload();
     }
   }
