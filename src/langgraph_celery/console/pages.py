@@ -132,7 +132,8 @@ def _inbox_items(
     for run in runs:
         form = (forms or {}).get(run.run_id) or console.form_for(run)
         suggested = run.metadata.get("resume_with")
-        shown = {k: v for k, v in run.metadata.items() if k not in ("resume_with", "expires_at")}
+        hidden = ("resume_with", "reject_with", "expires_at", "schema")
+        shown = {k: v for k, v in run.metadata.items() if k not in hidden}
         saver = run.entry.saver
         checkpoint = (
             saver.get(run.thread_id, run.checkpoint_id)
