@@ -53,4 +53,14 @@ def status_of(graphs: Graphs, run_id: str) -> RunStatus | None:
 
 
 def wait_status(graphs: Graphs, run_id: str, status: RunStatus) -> None:
+    """Wait until the run index says ``status``; for ``COMPLETED`` also until the run's last
+    checkpoint is stored (executors record a status before the store shows it)."""
     wait_for(lambda: status_of(graphs, run_id) is status, f"run {run_id} to be {status.value}")
+    if status is RunStatus.COMPLETED:
+        thread = graphs.saver.get_run(run_id).thread_id
+
+        def stored() -> bool:
+            latest = graphs.saver.get(thread)
+            return latest is not None and latest.run_id == run_id and not latest.tasks
+
+        wait_for(stored, f"the last checkpoint of run {run_id}")
