@@ -11,6 +11,7 @@
     langgraph-celery prune MODULE:GRAPH (--thread ID | --all) --keep-last N [--dry-run] [--json]
     langgraph-celery draw MODULE:GRAPH [--format mermaid|plantuml]
     langgraph-celery worker MODULE [CELERY WORKER OPTIONS...]
+    langgraph-celery console MODULE [--host H] [--port P] [--basic-auth U:P | --token T]
 
 ``--broker``, ``--result-backend`` and ``--db`` set ``LGC_BROKER_URL``, ``LGC_RESULT_BACKEND`` and
 ``LGC_DATABASE_URL`` before the module is imported; modules that read them (as
@@ -159,6 +160,13 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("module", metavar="MODULE", help="module (or module:app) of a Celery app")
     worker.epilog = "Other options go to `celery worker` (default: --loglevel=INFO)."
     add_prune_parser(commands, target)  # (see _cli_prune.py)
+    from langgraph_celery.console.command import add_arguments as add_console_arguments
+
+    add_console_arguments(
+        commands.add_parser(
+            "console", parents=[env], help="serve the web console (runs, approvals)"
+        )
+    )
     return parser
 
 
@@ -314,6 +322,12 @@ def cmd_worker(args: argparse.Namespace, out: IO[str]) -> int:
     return 0  # pragma: no cover - not reached
 
 
+def cmd_console(args: argparse.Namespace, out: IO[str]) -> int:
+    from langgraph_celery.console.command import run
+
+    return run(args, out, import_module, UsageError)
+
+
 COMMANDS = {
     "demo": cmd_demo,
     "run": cmd_run,
@@ -326,6 +340,7 @@ COMMANDS = {
     "draw": cmd_draw,
     "worker": cmd_worker,
     "prune": cmd_prune,
+    "console": cmd_console,
 }
 
 

@@ -1,0 +1,73 @@
+"""What changed between two states, and values made printable.
+
+State may hold anything the saver's serializer allows (datetimes, sets, registered dataclasses
+and pydantic models): :func:`jsonable` turns it into plain JSON types for pages and the API
+(anything else becomes its ``repr``, which pages escape like every other text).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic_core import to_jsonable_python
+
+__all__ = ["Change", "ChangeKind", "compact", "diff_states", "jsonable", "pretty"]
+
+ChangeKind = Literal["added", "removed", "changed", "appended"]
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON types (dicts, lists, strings, numbers, booleans, ``None``)."""
+    return to_jsonable_python(value, fallback=repr)
+
+
+def compact(value: Any) -> str:
+    """``value`` as one line of JSON text."""
+    return json.dumps(jsonable(value), ensure_ascii=False)
+
+
+def pretty(value: Any) -> str:
+    """``value`` as indented JSON text."""
+    return json.dumps(jsonable(value), indent=2, ensure_ascii=False, sort_keys=False)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One key's change: ``before``/``after`` as JSON types; for ``appended`` (a list that only
+    grew at its end) ``after`` holds the items added."""
+
+    key: str
+    kind: ChangeKind
+    before: Any = None
+    after: Any = None
+
+
+def diff_states(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
+    """The keys that differ from ``before`` to ``after``, in ``after``'s order (removed keys
+    last)."""
+    old = {str(k): jsonable(v) for k, v in before.items()}
+    new = {str(k): jsonable(v) for k, v in after.items()}
+    changes: list[Change] = []
+    for key, value in new.items():
+        if key not in old:
+            changes.append(Change(key, "added", None, value))
+            continue
+        previous = old[key]
+        if previous == value:
+            continue
+        if (
+            isinstance(previous, list)
+            and isinstance(value, list)
+            and len(value) > len(previous)
+            and value[: len(previous)] == previous
+        ):
+            changes.append(Change(key, "appended", previous, value[len(previous) :]))
+        else:
+            changes.append(Change(key, "changed", previous, value))
+    changes.extend(
+        Change(key, "removed", value, None) for key, value in old.items() if key not in new
+    )
+    return changes

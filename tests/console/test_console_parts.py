@@ -1,0 +1,170 @@
+"""The console's parts that need no server: diffs, approval forms, diagrams, the reject rule."""
+
+from __future__ import annotations
+
+import re
+import types
+from datetime import UTC, datetime
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel
+
+from langgraph_celery import END, START, StateGraph
+from langgraph_celery.console.diagram import layout, render_svg
+from langgraph_celery.console.diff import Change, diff_states
+from langgraph_celery.console.forms import (
+    approval_form,
+    forms_of,
+    parse_form,
+    resolve_model,
+    schema_ref,
+)
+from langgraph_celery.console.steering import reject_update
+
+
+class Shipment(BaseModel):
+    ship: bool = True
+    count: int
+    weight: float | None = None
+    speed: Literal["slow", "fast"] = "slow"
+    labels: list[str] = []
+    note: str = ""
+
+
+def test_diff_names_each_key_that_changed_and_how() -> None:
+    before = {"a": 1, "log": ["x"], "gone": True, "same": {"k": 1}}
+    after = {
+        "a": 2,
+        "log": ["x", "y", "z"],
+        "same": {"k": 1},
+        "new": datetime(2026, 1, 1, tzinfo=UTC),
+    }
+    assert diff_states(before, after) == [
+        Change("a", "changed", 1, 2),
+        Change("log", "appended", ["x"], ["y", "z"]),
+        Change("new", "added", None, "2026-01-01T00:00:00Z"),
+        Change("gone", "removed", True, None),
+    ]
+    assert diff_states(after, after) == []
+    assert diff_states({"log": ["x", "y"]}, {"log": ["y"]})[0].kind == "changed"
+
+
+def test_a_model_is_found_by_reference_or_by_name_never_imported() -> None:
+    module = types.ModuleType("served")
+    module.Shipment = Shipment  # type: ignore[attr-defined]
+    assert resolve_model(schema_ref(Shipment), []) is Shipment
+    assert resolve_model("Shipment", [module]) is Shipment
+    assert resolve_model("Shipment", [], registered=[Shipment]) is Shipment
+    assert resolve_model("Shipment", []) is None
+    assert resolve_model("json:JSONDecoder", []) is None  # not a pydantic model
+    assert resolve_model("not_imported_anywhere_xyz:Model", []) is None
+    import sys
+
+    assert "not_imported_anywhere_xyz" not in sys.modules
+
+
+def test_the_form_lists_the_models_fields_prefilled_from_resume_with() -> None:
+    form = approval_form({"schema": schema_ref(Shipment), "resume_with": {"count": 3}}, [])
+    assert form.model is Shipment
+    fields = {f.name: f for f in form.fields}
+    assert [f.kind for f in form.fields] == [
+        "checkbox",
+        "integer",
+        "number",
+        "select",
+        "json",
+        "textarea",
+    ]
+    assert fields["count"].value == "3" and fields["count"].required
+    assert fields["ship"].value == "true"
+    assert fields["speed"].choices == ("slow", "fast")
+    assert fields["labels"].value == "[]"
+    unknown = approval_form({"schema": "Nowhere"}, [])
+    assert unknown.model is None and "Nowhere" in (unknown.note or "")
+
+
+def test_a_submitted_form_becomes_the_validated_update_or_field_errors() -> None:
+    form = approval_form({"schema": schema_ref(Shipment)}, [])
+    update, _ = parse_form(
+        form,
+        {"field.count": "4", "field.speed": "fast", "field.labels": '["a"]', "field.weight": ""},
+    )
+    assert update == {
+        "ship": False,  # an unchecked box is not submitted
+        "count": 4,
+        "weight": None,
+        "speed": "fast",
+        "labels": ["a"],
+        "note": "",
+    }
+    update, checked = parse_form(
+        form, {"field.count": "many", "field.labels": "[oops", "field.ship": "true"}
+    )
+    assert update is None
+    errors = {f.name: f.error for f in checked.fields if f.error}
+    assert set(errors) == {"labels"}  # JSON first; the model is asked once the JSON parses
+    update, checked = parse_form(form, {"field.count": "many", "field.labels": "[]"})
+    assert update is None
+    assert {f.name for f in checked.fields if f.error} == {"count"}
+    assert next(f for f in checked.fields if f.name == "count").value == "many"
+
+
+def test_console_forms_names_the_model_of_a_node_without_metadata() -> None:
+    module = types.ModuleType("served")
+    module.CONSOLE_FORMS = {"letters:send": Shipment, "review": Shipment}  # type: ignore[attr-defined]
+    assert forms_of([module], "letters", "send") is Shipment
+    assert forms_of([module], "other", "review") is Shipment
+    assert forms_of([module], "letters", "draft") is None
+
+
+@pytest.mark.parametrize(
+    ("metadata", "update"),
+    [
+        ({"reject_with": {"decision": "no"}}, {"decision": "no"}),
+        ({"resume_with": {"approved": True, "by": "me"}}, {"approved": False, "by": "me"}),
+        ({"resume_with": {"text": "ok"}}, None),
+        ({}, None),
+    ],
+)
+def test_reject_resumes_with_reject_with_or_the_approval_inverted(metadata, update) -> None:
+    assert reject_update(metadata) == update
+
+
+def loop_graph(name: str = "review") -> StateGraph:
+    return (
+        StateGraph()
+        .add_node("plan", lambda s: {})
+        .add_node("a", lambda s: {})
+        .add_node("b", lambda s: {})
+        .add_node(name, lambda s: {})
+        .add_edge(START, "plan")
+        .add_edge("plan", "a")
+        .add_edge("plan", "b")
+        .add_edge(["a", "b"], name)
+        .add_conditional_edges(name, lambda s: "ok", {"ok": END, "again": "plan"})
+    )
+
+
+def test_the_diagram_draws_every_node_and_edge_in_layers() -> None:
+    spec = loop_graph().compile().spec
+    box = layout(spec)
+    assert set(box.nodes) == {START, "plan", "a", "b", "review", END}
+    ranks = box.ranks
+    assert ranks[START] < ranks["plan"] < ranks["a"] == ranks["b"] < ranks["review"] < ranks[END]
+    back = [(e.source, e.target) for e in box.edges if e.back]
+    assert back == [("review", "plan")]
+    svg = render_svg(spec, highlight="review", status="failed", visited={"plan"})
+    assert svg.count('<g class="node') == 6
+    assert svg.count('<path class="edge') == 7
+    assert 'class="node current status-failed" data-node="review"' in svg
+    assert 'class="node visited" data-node="plan"' in svg
+    assert ">again<" in svg and ">ok<" in svg
+
+
+def test_the_diagram_escapes_names() -> None:
+    spec = loop_graph('<script>alert("x")</script>').compile().spec
+    svg = render_svg(spec, title="<b>")
+    assert "<script>" not in svg and "<b>" not in svg
+    assert "&lt;script&gt;" in svg
+    assert re.search(r"<(?!/?(svg|defs|marker|path|title|g|rect|text)\b)", svg) is None
