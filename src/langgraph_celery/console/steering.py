@@ -190,8 +190,10 @@ class Steering:
         run = read_run(self.catalog, run_id)
         if run.status in (RunStatus.COMPLETED, RunStatus.CANCELLED):
             raise SteeringError(f"cannot cancel run {run_id}: it {_verb(run.status)}")
-        if run.status is RunStatus.RUNNING:
-            return self._cancel_running(run)
+        if run.status is RunStatus.RUNNING or (
+            run.status is RunStatus.PARKED and run.entry.on_celery
+        ):
+            return self._cancel_running(run)  # (the executor cancels running and parked runs)
         self._cancel_stopped(run)
         return ActionResult(
             "cancel", run.thread_id, run_id, f"run {run_id} cancelled (it stays resumable)"
@@ -215,7 +217,10 @@ class Steering:
                 f"run {run.run_id} stopped before the cancel took effect; reload to see how"
             )
         return ActionResult(
-            "cancel", run.thread_id, run.run_id, f"run {run.run_id} cancelled at its current step"
+            "cancel",
+            run.thread_id,
+            run.run_id,
+            f"run {run.run_id} cancelled (it stays resumable)",
         )
 
     def _cancel_stopped(self, run: RunView) -> None:
