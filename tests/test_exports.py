@@ -47,6 +47,8 @@ PUBLIC_NAMES = {
     "InterruptibleAction",
     "RetryPolicy",
     "GraphRepresentation",
+    "StreamingOutput",
+    "Done",
 }
 ERROR_NAMES = {
     "GraphError",

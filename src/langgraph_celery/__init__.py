@@ -27,6 +27,7 @@ from langgraph_celery.graph.types import (
     START,
     CheckpointSaverTag,
     Command,
+    Done,
     GraphInput,
     GraphInterrupt,
     GraphRepresentation,
@@ -36,6 +37,7 @@ from langgraph_celery.graph.types import (
     NodeOutput,
     Send,
     StateSnapshot,
+    StreamingOutput,
     StreamMode,
 )
 
@@ -50,6 +52,7 @@ __all__ = [
     "Command",
     "CompileConfig",
     "CompiledGraph",
+    "Done",
     "GraphDefinitionError",
     "GraphError",
     "GraphInput",
@@ -72,6 +75,7 @@ __all__ = [
     "StateGraph",
     "StateSnapshot",
     "StreamMode",
+    "StreamingOutput",
 ]
 
 __version__ = "0.1.0"

@@ -18,6 +18,7 @@ from langgraph_celery.errors import GraphError, NodeError
 from langgraph_celery.graph import _loop, _sync
 from langgraph_celery.graph._engine import Engine
 from langgraph_celery.graph._loop import Action, Failure, Mark, Parking, StepMarks
+from langgraph_celery.graph._streaming import Chunks, discard
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import (
     GraphInput,
@@ -145,10 +146,17 @@ async def run_local(
     config: RunnableConfig,
     outcome: Outcome,
     timeout: float | None = None,
+    live: bool = False,
 ) -> AsyncIterator[NodeOutput]:
     """Run (or resume) one invocation in this process, yielding outputs as steps finish; past
-    ``timeout`` seconds it stops between two steps with :class:`TimeoutError`."""
+    ``timeout`` seconds it stops between two steps with :class:`TimeoutError`.
+
+    With ``live`` (someone streams the run) the outputs nodes and hooks stream while they run
+    (``StreamingOutput`` items, ``config.emit``) are yielded as they come, the step running in a
+    task of its own meanwhile; without, they are dropped and the step is awaited inline."""
     deadline = None if timeout is None else time.monotonic() + timeout
+    chunks = Chunks() if live else None
+    config = config._for_runtime(sink=chunks.put if chunks is not None else discard)
     checkpoint, start = await engine.begin(graph_input, config)
     config = config._for_runtime(graph_id=engine.graph_id, run_id=checkpoint.run_id)
     await engine.record(checkpoint, RunStatus.RUNNING)
@@ -157,6 +165,8 @@ async def run_local(
     failure: Failure | None = None
     try:
         if start is not None:
+            for chunk in _taken(chunks):  # (emitted by the hooks of START's edges)
+                yield chunk
             yield start
         while True:
             if (
@@ -174,6 +184,8 @@ async def run_local(
             if decision.action is Action.COMPLETE:
                 end, outcome.value = await engine.complete(checkpoint, config)
                 outcome.done, status = True, RunStatus.COMPLETED
+                for chunk in _taken(chunks):
+                    yield chunk
                 yield end
                 return
             if decision.action is Action.PARK:
@@ -186,13 +198,27 @@ async def run_local(
                 status, node, failure = RunStatus.FAILED, decision.node, decision.failure
                 raise decision.error
             # (the task running this step, for cancel(interrupt=True) to cancel from any thread)
-            outcome.loop, outcome.step = asyncio.get_running_loop(), asyncio.current_task()
+            outcome.loop = asyncio.get_running_loop()
             try:
-                step = await _execute_step(engine, checkpoint, config)
+                if chunks is None:
+                    outcome.step = asyncio.current_task()
+                    step = await _execute_step(engine, checkpoint, config)
+                else:
+                    running = asyncio.ensure_future(_execute_step(engine, checkpoint, config))
+                    outcome.step = running
+                    try:
+                        while not running.done():
+                            await chunks.wait(running)
+                            for chunk in chunks.take():
+                                yield chunk
+                    finally:
+                        if not running.done():  # (the caller stopped, or was cancelled)
+                            running.cancel()
+                    step = running.result()
             except asyncio.CancelledError:
                 if not (outcome.cancelled and outcome.interrupt):
                     raise  # (the caller's own task was cancelled)
-                if outcome.step is not None:
+                if outcome.step is not None and outcome.step is asyncio.current_task():
                     outcome.step.uncancel()  # the cancellation was ours, and is handled here
                 status = RunStatus.CANCELLED  # the step stays for a resume
                 outcome.value, outcome.done = None, True
@@ -220,7 +246,7 @@ async def run_local(
                 status, node = RunStatus.FAILED, checkpoint.next[-1]
                 failure = Failure.of_error(node, error)
                 raise
-            for output in result.outputs:
+            for output in [*_taken(chunks), *result.outputs]:
                 yield output
             checkpoint = result.checkpoint
             if result.interruption is not None:
@@ -235,6 +261,10 @@ async def run_local(
         if engine.saver is not None and checkpoint.thread_id:
             await engine.record(checkpoint, status or RunStatus.CANCELLED, node)
             await _mark_stop(engine, checkpoint, status, outcome, failure)
+
+
+def _taken(chunks: Chunks | None) -> list[NodeOutput]:
+    return chunks.take() if chunks is not None else []
 
 
 async def _mark_stop(

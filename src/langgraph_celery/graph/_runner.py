@@ -20,6 +20,7 @@ from langgraph_celery.checkpoint.base import PendingTask
 from langgraph_celery.errors import InvalidUpdateError
 from langgraph_celery.graph._algo import GOTO, check_update, command_write
 from langgraph_celery.graph._callables import CallableSpec, is_async_callable
+from langgraph_celery.graph._streaming import resolve, streaming_key
 from langgraph_celery.graph._sync import SHARED_POOL
 from langgraph_celery.graph.builder import GraphSpec, Hook
 from langgraph_celery.graph.config import RunnableConfig
@@ -244,6 +245,10 @@ class TaskRunner:
             result = await _resolve(result)
         else:
             result = await chain.async_call(node, executor, threaded)(state, config)
+        key = streaming_key(node, result)
+        if key is not None:
+            # a streaming node: after-call hooks see its final update, never the generator
+            result = await resolve(node, result, key, config, self.spec.schema)
         for hook in chain.after:
             result = await _resolve(hook(node, state, config, result))
         return result, before_update
@@ -261,7 +266,7 @@ class TaskRunner:
         raises what the node raised."""
         node = task.node
         state = self.make_state(task.arg if task.has_arg else values, config.clone_state)
-        node_config = config._for_runtime(node_id=node)
+        node_config = config._for_runtime(node_id=node, stream_state=state)
         executor = config.parallel_executors.get(node)
         result, before_update = await self._run(
             self._nodes[node], node, state, node_config, executor, threaded or executor is not None
@@ -294,9 +299,8 @@ class TaskRunner:
         LangGraph4j); what reaches the run's state is the ``Command`` update the route (or an
         after-call edge hook) returns."""
         state = self.spec.state_factory(values)
-        result, _ = await self._run(
-            self._routes[source], source, state, config._for_runtime(node_id=source), None, False
-        )
+        route_config = config._for_runtime(node_id=source, stream_state=state)
+        result, _ = await self._run(self._routes[source], source, state, route_config, None, False)
         return result
 
     def interruptible(self, node: str) -> Any:

@@ -64,7 +64,7 @@ class _LocalSource:
         steps: bool = True,
         timeout: float | None = None,
     ) -> AsyncIterator[NodeOutput]:
-        return run_local(self.engine, graph_input, config, outcome, timeout)
+        return run_local(self.engine, graph_input, config, outcome, timeout, live=steps)
 
     async def update_state(
         self, config: RunnableConfig, values: Mapping[str, Any] | None, as_node: str | None

@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from langgraph_celery.graph.types import StreamMode
+from langgraph_celery.errors import GraphStateError
+from langgraph_celery.graph.types import NodeOutput, StreamingOutput, StreamMode
 
 if TYPE_CHECKING:
     from langgraph_celery.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["MAX_ID_LENGTH", "RESERVED_METADATA_KEYS", "CompileConfig", "RunnableConfig", "check_id"]
+__all__ = [
+    "MAX_ID_LENGTH",
+    "RESERVED_METADATA_KEYS",
+    "CompileConfig",
+    "RunnableConfig",
+    "Sink",
+    "check_id",
+]
+
+#: Where the outputs a run streams while a node runs go (``config.emit``, a streaming node's
+#: chunks): the in-process executor's stream, or a worker's channel of the run.  Called from
+#: the run's event loop or from a thread running a plain node.
+Sink = Callable[[NodeOutput], None]
 
 #: Metadata keys the runtime owns; ``put_metadata``/``add_metadata`` refuse them.
 RESERVED_METADATA_KEYS = frozenset({"graph_id", "node_id", "node_path", "thread_id", "run_id"})
@@ -105,6 +118,8 @@ class RunnableConfig:
     _node_id: str | None = field(default=None, repr=False, compare=False)
     _node_path: tuple[str, ...] = field(default=(), repr=False, compare=False)
     _run_id: str | None = field(default=None, repr=False, compare=False)
+    _sink: Sink | None = field(default=None, repr=False, compare=False)
+    _stream_state: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_limit("recursion_limit", self.recursion_limit)
@@ -145,6 +160,21 @@ class RunnableConfig:
         """The id of the run being executed, set by the runtime."""
         return self._run_id
 
+    def emit(self, value: Any) -> None:
+        """Stream ``value`` now, from inside a node or hook: a :class:`NodeOutput` as it is,
+        anything else as ``StreamingOutput(node, value, state)`` (the state the node was called
+        with).  ``GraphStateError`` on a config that is not a run's."""
+        sink = self._sink
+        if sink is None:
+            raise GraphStateError(
+                "config.emit() streams from inside a running node or hook; this config is not "
+                "one the runtime gave to a node (call emit on the config your node or hook "
+                "receives)"
+            )
+        if not isinstance(value, NodeOutput):
+            value = StreamingOutput(self._node_id or "", value, self._stream_state)
+        sink(value)
+
     def put_metadata(self, key: str, value: Any) -> RunnableConfig:
         """A copy with ``key`` set (added or replaced)."""
         _check_metadata_key(key)
@@ -178,6 +208,8 @@ class RunnableConfig:
         node_id: str | None = None,
         run_id: str | None = None,
         checkpoint_id: str | None = None,
+        sink: Sink | None = None,
+        stream_state: Any = None,
     ) -> RunnableConfig:
         copy = (
             self._replace() if checkpoint_id is None else self._replace(checkpoint_id=checkpoint_id)
@@ -189,4 +221,8 @@ class RunnableConfig:
         if node_id is not None:
             object.__setattr__(copy, "_node_id", node_id)
             object.__setattr__(copy, "_node_path", (*self._node_path, node_id))
+        if sink is not None:
+            object.__setattr__(copy, "_sink", sink)
+        if stream_state is not None:
+            object.__setattr__(copy, "_stream_state", stream_state)
         return copy

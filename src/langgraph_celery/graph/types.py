@@ -19,6 +19,7 @@ __all__ = [
     "START",
     "CheckpointSaverTag",
     "Command",
+    "Done",
     "GraphInput",
     "GraphInterrupt",
     "GraphRepresentation",
@@ -29,6 +30,7 @@ __all__ = [
     "Send",
     "StateSnapshot",
     "StreamMode",
+    "StreamingOutput",
 ]
 
 START = "__START__"
@@ -129,6 +131,29 @@ class NodeOutput:
 
     def is_end(self) -> bool:
         return self.node == END
+
+
+@dataclass(frozen=True, init=False)
+class StreamingOutput(NodeOutput):
+    """A chunk a node streamed while it ran (an item of a generator in its update, or a value
+    given to ``config.emit``), with the node and the state it was called with.  It is not a
+    step: it is never stored in a checkpoint."""
+
+    chunk: Any = None
+
+    def __init__(self, node: str, chunk: Any, state: AgentState) -> None:
+        object.__setattr__(self, "node", node)
+        object.__setattr__(self, "state", state)
+        object.__setattr__(self, "update", None)
+        object.__setattr__(self, "chunk", chunk)
+
+
+@dataclass(frozen=True)
+class Done:
+    """Yielded last by a streaming node's generator (sync or async): the update the generator
+    adds to the rest of the node's update when it ends."""
+
+    update: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

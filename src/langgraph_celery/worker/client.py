@@ -24,7 +24,9 @@ from langgraph_celery.graph._sync import SHARED_POOL
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import END, START, GraphInput, NodeOutput
 from langgraph_celery.worker import names
+from langgraph_celery.worker.notify import Subscription
 from langgraph_celery.worker.runtime import jsonable_config
+from langgraph_celery.worker.streaming import decode
 
 if TYPE_CHECKING:
     from langgraph_celery.worker.handle import RunHandle
@@ -118,11 +120,14 @@ class CelerySource:
         """Store the run's first checkpoint and send its first tasks; returns at once.  It is
         made of blocking calls (the store, the broker): on a caller's event loop it runs on one
         of the library's own."""
-        return await _sync.off_loop(self._begin(graph_input, config))
+        checkpoint, start, _ = await _sync.off_loop(self._begin(graph_input, config))
+        return checkpoint, start
 
     async def _begin(
-        self, graph_input: GraphInput, config: RunnableConfig
-    ) -> tuple[Checkpoint, NodeOutput | None]:
+        self, graph_input: GraphInput, config: RunnableConfig, follow: bool = False
+    ) -> tuple[Checkpoint, NodeOutput | None, Subscription | None]:
+        """:meth:`begin`; with ``follow``, also subscribed to the run's wake-ups and outputs
+        before its first tasks are sent, so that none of what they stream is missed."""
         runtime = self.runtime
         thread_id = runtime.engine.require_thread(config)
         if graph_input.value:  # a value that cannot be stored fails before the claim
@@ -152,6 +157,10 @@ class CelerySource:
             self._release(latest, claim)
             raise
         _store(runtime.record, checkpoint, RunStatus.RUNNING)  # (an upsert: made again if need be)
+        subscription = None
+        if follow:
+            notifier = runtime.executor.notifier
+            subscription = notifier.subscribe(thread_id, False, checkpoint.run_id, outputs=True)
         try:
             if graph_input.is_resume:
                 runtime.executor._send_resume(runtime.envelope(checkpoint))
@@ -166,8 +175,10 @@ class CelerySource:
                 node, type(error).__name__, f"the run's tasks could not be sent: {error}"
             )
             _store(runtime.mark_failed, checkpoint, failure)
+            if subscription is not None:
+                subscription.close()
             raise
-        return checkpoint, start
+        return checkpoint, start, subscription
 
     def why_waiting(self, checkpoint: Checkpoint | None) -> str:
         """What this process can tell about a run that makes no progress: whether live workers
@@ -399,10 +410,16 @@ class CelerySource:
         steps: bool,
         timeout: float | None,
     ) -> AsyncIterator[NodeOutput]:
-        checkpoint, start = await self.begin(graph_input, config)
+        if not steps:  # (only where the run stops: nothing streamed is wanted)
+            checkpoint, start = await self.begin(graph_input, config)
+            subscription = None
+        else:
+            begun = await _sync.off_loop(self._begin(graph_input, config, follow=True))
+            checkpoint, start, subscription = begun
         if start is not None:
             yield start
-        async for output in self.follow(checkpoint, config, outcome, steps, timeout):
+        following = self.follow(checkpoint, config, outcome, steps, timeout, subscription)
+        async for output in following:
             yield output
 
     def start(self, graph_input: GraphInput, config: RunnableConfig) -> RunHandle:
@@ -442,10 +459,14 @@ class CelerySource:
         outcome: Outcome,
         steps: bool = True,
         timeout: float | None = None,
+        subscription: Subscription | None = None,
     ) -> AsyncIterator[NodeOutput]:
         """Yield the outputs of the run from ``checkpoint`` on, then settle ``outcome``; without
         ``steps``, only the outputs of where the run stops.  Past ``timeout`` seconds a
-        :class:`TimeoutError` says why the run has not stopped (it goes on).
+        :class:`TimeoutError` says why the run has not stopped (it goes on).  Following the
+        steps, what the run's nodes stream while they run is yielded as it comes (from the
+        run's outputs channel: see ``worker/streaming.py``); ``subscription``: one taken
+        before the run's tasks were sent, else one is taken now.
 
         Woken by the thread's Redis channel when the app uses Redis (with a slow read as a
         fallback), else polling the store with a growing interval.  Without ``steps`` the
@@ -453,13 +474,19 @@ class CelerySource:
         stops, not at every step.
         """
         runtime = self.runtime
-        subscription = await _sync.blocking(
-            runtime.executor.notifier.subscribe, checkpoint.thread_id, not steps, checkpoint.run_id
-        )
+        if subscription is None:
+            subscription = await _sync.blocking(
+                runtime.executor.notifier.subscribe,
+                checkpoint.thread_id,
+                not steps,
+                checkpoint.run_id,
+                steps,
+            )
         loop = asyncio.get_running_loop()
         seen = checkpoint
         delay = _POLL_MIN
         deadline = None if timeout is None else time.monotonic() + timeout
+        states: dict[str, Checkpoint] = {}  # the checkpoints streamed outputs belong to
         try:
             while True:
                 view = await _sync.blocking(
@@ -499,13 +526,54 @@ class CelerySource:
                         )
                     pause = min(pause, left)
                 if subscription is not None:
-                    await loop.run_in_executor(SHARED_POOL, subscription.wait, pause)
+                    # woken by what nodes stream, yield it and wait on: the store is read again
+                    # on a step's wake-up, a cancel, or when the pause is over
+                    until = time.monotonic() + pause
+                    while True:
+                        left = max(until - time.monotonic(), 0.0)
+                        await loop.run_in_executor(SHARED_POOL, subscription.wait, left)
+                        outputs, stepped = subscription.take_outputs()
+                        for output in await self._streamed(outputs, seen, states):
+                            yield output
+                        if stepped or not outputs or outcome.cancelled:
+                            break
+                        if time.monotonic() >= until:
+                            break
                 else:
                     await asyncio.sleep(pause)
                     delay = min(delay * 2, _POLL_MAX)
         finally:
             if subscription is not None:
                 subscription.close()  # (returns the connection to the notifier: no round trip)
+
+    async def _streamed(
+        self, messages: list[bytes], seen: Checkpoint, states: dict[str, Checkpoint]
+    ) -> list[NodeOutput]:
+        """The outputs of the run's outputs channel ``messages``, each with the state its node
+        was called with: that of the checkpoint of its step (``seen``, the latest read, or read
+        from the store once) or its task's own input (a ``Send``)."""
+        runtime = self.runtime
+        outputs = []
+        for data in messages:
+            published = decode(runtime.serializer, data)
+            if published is None:
+                continue
+            checkpoint = seen if published.checkpoint_id == seen.checkpoint_id else None
+            if checkpoint is None:
+                checkpoint = states.get(published.checkpoint_id)
+            if checkpoint is None:
+                read = await _sync.blocking(
+                    runtime.saver.get, seen.thread_id, published.checkpoint_id
+                )
+                if read is None:
+                    continue  # (a step of a run since released)
+                states.clear()
+                states[read.checkpoint_id] = checkpoint = read
+            task = next((t for t in checkpoint.tasks if t.id == published.task_id), None)
+            values = task.arg if task is not None and task.has_arg else checkpoint.values
+            state = runtime.engine.runner.make_state(values, clone=False)
+            outputs.append(published.output(state))
+        return outputs
 
     async def _settle(
         self, status: Status, config: RunnableConfig, outcome: Outcome

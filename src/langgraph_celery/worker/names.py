@@ -34,6 +34,10 @@ Redis channels (wake-ups, when the app uses Redis)
     ``langgraph_celery:thread:<thread_id>:final``  published when a run of the thread stops
     (completed, parked, failed, cancelled); clients waiting for the end wait on it only,
     clients following the steps on it too.
+    ``langgraph_celery:run:<run_id>:outputs``  what the run's nodes stream while they run
+    (``StreamingOutput`` items, ``config.emit``), one message per output, in the order each node
+    produced them (see ``worker/streaming.py``).  Never stored: a client that subscribes late
+    misses what was published before, and reads the steps from the store.
 
 Beat schedule entries
     ``langgraph_celery.reap``  the reaper, every ``reap_interval`` seconds.
@@ -63,6 +67,7 @@ __all__ = [
     "celery_task_id",
     "is_node_task",
     "node_task_name",
+    "run_outputs_channel",
     "thread_channel",
 ]
 
@@ -93,3 +98,8 @@ def thread_channel(thread_id: str, final: bool = False) -> str:
     events that stop a run (completed, parked, failed, cancelled)."""
     channel = f"langgraph_celery:thread:{thread_id}"
     return f"{channel}:final" if final else channel
+
+
+def run_outputs_channel(run_id: str) -> str:
+    """The Redis channel on which the nodes of run ``run_id`` publish what they stream."""
+    return f"langgraph_celery:run:{run_id}:outputs"

@@ -54,18 +54,34 @@ class Subscription:
     connection the notifier keeps for the next subscription once this one is closed."""
 
     def __init__(
-        self, notifier: Notifier, pubsub: Any, channels: set[bytes], patterns: set[bytes]
+        self,
+        notifier: Notifier,
+        pubsub: Any,
+        channels: set[bytes],
+        patterns: set[bytes],
+        outputs: bytes | None = None,
     ) -> None:
         self._notifier = notifier
         self._pubsub = pubsub
         self._channels = channels
         self._patterns = patterns
+        self._outputs_channel = outputs
+        self._outputs: list[bytes] = []
+        self._stepped = False
         self._broken = False
+
+    def take_outputs(self) -> tuple[list[bytes], bool]:
+        """The messages of the run's outputs channel received so far (in order), and whether a
+        step wake-up came with them; both reset."""
+        outputs, stepped = self._outputs, self._stepped
+        self._outputs, self._stepped = [], False
+        return outputs, stepped
 
     def wait(self, timeout: float) -> bool:
         """Block until a wake-up arrives (True) or ``timeout`` seconds pass (False).  A node task
         that only started is not one (its step is not stored yet), nor a message left on the
-        connection for an earlier subscription."""
+        connection for an earlier subscription.  A message on the run's outputs channel (when
+        subscribed to it) wakes too, and is kept for :meth:`take_outputs`."""
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
@@ -79,13 +95,19 @@ class Subscription:
             if message is None:
                 continue  # (the time ran out, or it read a subscription's confirmation)
             kind = message.get("type")
-            if kind == "message" and message.get("channel") in self._channels:
+            channel = message.get("channel")
+            if kind == "message" and channel is not None and channel == self._outputs_channel:
+                self._outputs.append(message.get("data", b""))
+                return True
+            if kind == "message" and channel in self._channels:
+                self._stepped = True
                 return True
             if (
                 kind == "pmessage"
                 and message.get("pattern") in self._patterns
                 and b'"STARTED"' not in message.get("data", b"")
             ):
+                self._stepped = True
                 return True
 
     def close(self) -> None:
@@ -95,6 +117,8 @@ class Subscription:
             if self._broken:
                 raise ConnectionError("the subscription's connection failed")
             pubsub.unsubscribe(*self._channels)
+            if self._outputs_channel is not None:
+                pubsub.unsubscribe(self._outputs_channel)
             if self._patterns:
                 pubsub.punsubscribe(*self._patterns)
         except Exception:
@@ -157,11 +181,27 @@ class Notifier:
         except Exception as error:  # a wake-up is an optimisation; the store stays the truth
             log.debug("could not publish a wake-up for thread %r: %s", thread_id, error)
 
+    def can_publish(self) -> bool:
+        """Whether the app uses Redis, so that wake-ups and outputs can be published."""
+        return self._redis() is not None
+
+    def publish_output(self, run_id: str, data: str) -> None:
+        """Publish one output a node of run ``run_id`` streamed (see ``worker/streaming.py``).
+        Nobody stores it: a failure to publish loses it for the clients, never fails the
+        node."""
+        client = self._redis()
+        if client is None:
+            return
+        try:
+            client.publish(names.run_outputs_channel(run_id), data)
+        except Exception as error:
+            log.warning("could not publish an output of run %s: %s", run_id, error)
+
     def subscribe(
-        self, thread_id: str, final: bool = False, run_id: str | None = None
+        self, thread_id: str, final: bool = False, run_id: str | None = None, outputs: bool = False
     ) -> Subscription | None:
         """Listen to the thread's every step (of run ``run_id``), or (``final``) only to its runs
-        stopping."""
+        stopping; with ``outputs`` (and ``run_id``) to what the run's nodes stream too."""
         client = self._redis()
         if client is None:
             return None
@@ -172,10 +212,13 @@ class Notifier:
         if not final and run_id is not None and self.steps_published_by_backend:
             pattern = names.celery_task_id(_glob_escape(run_id), "*", "*")
             patterns.add(_bytes(self._app.backend.get_key_for_task(pattern)))
+        output_channel = None
+        if outputs and run_id is not None:
+            output_channel = _bytes(names.run_outputs_channel(run_id))
         pubsub = None
         try:
             pubsub = self._take(client)
-            pubsub.subscribe(*channels)
+            pubsub.subscribe(*channels, *([output_channel] if output_channel else []))
             if patterns:
                 pubsub.psubscribe(*patterns)
         except Exception as error:
@@ -184,7 +227,7 @@ class Notifier:
                 with contextlib.suppress(Exception):
                     pubsub.close()
             return None
-        return Subscription(self, pubsub, channels, patterns)
+        return Subscription(self, pubsub, channels, patterns, output_channel)
 
     def _take(self, client: Any) -> Any:
         with self._lock:

@@ -37,6 +37,7 @@ from langgraph_celery.errors import (
 from langgraph_celery.graph import _loop
 from langgraph_celery.graph._engine import Engine
 from langgraph_celery.graph._loop import Action, Decision, Extra, Failure, Mark, Parking, StepMarks
+from langgraph_celery.graph._streaming import discard
 from langgraph_celery.graph._sync import run_sync
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.retry import RetryPolicy, _RetryHook
@@ -45,6 +46,7 @@ from langgraph_celery.serde import JsonSerializer
 from langgraph_celery.worker import endings, names
 from langgraph_celery.worker.envelope import TaskEnvelope
 from langgraph_celery.worker.results import TaskResult, TaskStatus
+from langgraph_celery.worker.streaming import output_sink
 
 if TYPE_CHECKING:
     from langgraph_celery.graph.compiled import CompiledGraph
@@ -104,7 +106,8 @@ class GraphRuntime:
             metadata=metadata if isinstance(metadata, Mapping) else {},
             clone_state=data.get("clone_state", True) is not False,
         )
-        return config._for_runtime(graph_id=self.graph_id, run_id=checkpoint.run_id)
+        # (a route or hook of a step committed outside a node task streams to nobody)
+        return config._for_runtime(graph_id=self.graph_id, run_id=checkpoint.run_id, sink=discard)
 
     def envelope(self, checkpoint: Checkpoint, task: PendingTask | None = None) -> TaskEnvelope:
         """The message of one of ``checkpoint``'s tasks (or, without one, of its resume): it
@@ -296,6 +299,10 @@ class GraphRuntime:
         run loop decides for the step: one pass on the event loop for the whole task."""
         saver = self.saver
         config = self.config_of(checkpoint)
+        notifier = self.executor.notifier
+        if notifier.can_publish():  # what the node streams goes to the run's outputs channel
+            sink = output_sink(notifier, self.serializer, checkpoint, task)
+            config = config._for_runtime(sink=sink)
         if task.id not in marks.updates:
             try:
                 update = await self.engine.runner.run_task(task, checkpoint.values, config)

@@ -27,6 +27,7 @@ from langgraph_celery import (
     Channel,
     Channels,
     Command,
+    Done,
     GraphInput,
     GraphInterrupt,
     RetryPolicy,
@@ -497,6 +498,51 @@ def slow() -> StateGraph:
     return graph.add_edge(START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", END)
 
 
+#: How long a node of ``streaming`` waits at most for a test to acknowledge its first token.
+ACK_LIMIT = 10.0
+
+
+def streaming() -> StateGraph:
+    """START -> llm -> tail -> END.  ``llm`` emits ``"start"`` (``config.emit``), then streams
+    ``tokens`` from a generator; after the first token it waits until the Redis key
+    ``ack:<thread>`` exists (at most :data:`ACK_LIMIT` s): its final update says whether the
+    ack came (``live``), that is whether a client got the token while the node ran.  ``tail``
+    streams two tokens from an async generator ending with ``Done``."""
+    graph = log_graph()
+
+    def llm(state: AgentState, config: Any) -> dict[str, Any]:
+        thread = state.value("thread")
+        config.emit("start")
+
+        def tokens() -> Any:
+            client = _redis()
+            try:
+                live = False
+                for index, token in enumerate(state.value("tokens")):
+                    yield token
+                    if index == 0:
+                        deadline = time.monotonic() + ACK_LIMIT
+                        while time.monotonic() < deadline and not live:
+                            live = bool(client.exists(f"ack:{thread}"))
+                            time.sleep(0.01)
+            finally:
+                client.close()
+            return {"live": live}
+
+        return {"log": ["llm"], "answer": tokens()}
+
+    async def tail(state: AgentState) -> dict[str, Any]:
+        async def tokens() -> Any:
+            yield "t1"
+            yield "t2"
+            yield Done({"log": ["tail"]})
+
+        return {"stream": tokens()}
+
+    graph.add_node("llm", llm).add_node("tail", tail)
+    return graph.add_edge(START, "llm").add_edge("llm", "tail").add_edge("tail", END)
+
+
 #: graph_id -> (builder, compile options); ``parity-<name>`` for each scenario.
 GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     **{f"parity-{name}": (s.build, s.compile) for name, s in SCENARIOS.items()},
@@ -506,6 +552,7 @@ GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     "poison": (poison, {}),
     "dying": (dying, {}),
     "napping": (napping, {}),
+    "streaming": (streaming, {}),
 }
 
 
