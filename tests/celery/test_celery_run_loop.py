@@ -434,3 +434,26 @@ def test_cancelling_a_celery_stream_cancels_its_run(
     assert RunHandle.from_run_id(graph, run_id).status() == "cancelled"
     state = graph.invoke(GraphInput.resume(), config, timeout=30)  # resumable
     assert state.data["log"] == ["a", "b", "c"]
+
+
+def test_the_reaper_leaves_a_step_whose_task_a_live_worker_runs(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from langgraph_celery.beat.reaper import reap
+
+    graph = celery_stack.graph("slow")
+    redis_client.set(f"hold:{thread}:a", 1)
+    try:
+        handle = graph.start({"thread": thread}, RunnableConfig(thread_id=thread))
+        assert wait_until(lambda: started(redis_client, thread, "a") == 1, 15, 0.01, "a to start")
+        stalled_after = celery_stack.executor.stalled_after
+        report = reap(
+            celery_stack.executor, now=datetime.now(UTC) + timedelta(seconds=stalled_after + 1)
+        )
+        assert thread in report.alive and thread not in report.redispatched, report
+    finally:
+        redis_client.delete(f"hold:{thread}:a")
+    assert handle.wait(timeout=30).as_state_data()["log"] == ["a", "b", "c"]
+    assert started(redis_client, thread, "a") == 1  # never sent to a second process
