@@ -1,7 +1,7 @@
 """Run-index benchmark: listing runs stays fast as the index grows (issue 14: 100,000 runs).
 
 ``SqlSaver.list_runs`` on PostgreSQL (database ``lgc_bench``, created if missing, tables under a
-unique prefix dropped at the end) is timed with 1,000 runs in the index, then again after the
+unique prefix dropped at the end) is timed with 10,000 runs in the index, then again after the
 index has grown to 100,000 (``--runs``), side by side in one run: the first page of each filter
 (all runs; one graph; one graph and one status; one status) and the tenth page reached with
 ``before=``.  Runs are spread over 20 graphs and the five statuses (completed most often, as in
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import time
 import uuid
@@ -31,7 +32,7 @@ from langgraph_celery.checkpoint import RunRecord, RunStatus, SqlSaver
 
 ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 GRAPHS = 20
-SMALL = 1_000
+SMALL = 10_000
 CALLS = 200
 #: how often each status is written: most runs end completed
 STATUS_WEIGHTS = (
@@ -51,7 +52,7 @@ def record(number: int) -> RunRecord:
         run_id=f"run-{number:07d}",
         thread_id=f"thread-{number:07d}",
         graph_id=f"graph-{number % GRAPHS}",
-        status=_STATUSES[(number * 7919) % len(_STATUSES)],
+        status=random.Random(number).choice(_STATUSES),
         node="n",
         created_at=created,
         updated_at=created,

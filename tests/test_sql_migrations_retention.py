@@ -132,7 +132,9 @@ def test_tables_at_version_4_are_migrated_and_pruned(
         versions = conn.execute(text(f"SELECT version FROM {prefix}schema_version")).all()
         flags = conn.execute(text(f"SELECT superseded FROM {prefix}runs")).all()
     assert (
-        sorted(v for (v,) in versions) == list(range(1, LATEST_VERSION + 1)) == [1, 2, 3, 4, 5, 6]
+        sorted(v for (v,) in versions)
+        == list(range(1, LATEST_VERSION + 1))
+        == [1, 2, 3, 4, 5, 6, 7]
     )
     assert [bool(flag) for (flag,) in flags] == [False, False, False]
     assert list(sql_saver.list("t1")) == expected

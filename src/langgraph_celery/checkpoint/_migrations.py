@@ -354,6 +354,25 @@ def _add_superseded_column(m: MigrationContext) -> None:
     ).create(m.connection)
 
 
+# -- 7: listing every graph's runs, all or by status, stays fast as the table grows ------------
+
+
+def _add_listing_indexes(m: MigrationContext) -> None:
+    """Indexes for ``list_runs`` without a graph: newest first, all or by status (with a graph
+    the indexes of migration 4 serve)."""
+    runs = Table(
+        m.table_name(RUNS_TABLE),
+        MetaData(),
+        Column("run_id", ID),
+        Column("status", String(16)),
+        Column("created_at", DateTime(timezone=True)),
+    )
+    Index(f"{m.prefix}runs_created_ix", runs.c.created_at, runs.c.run_id).create(m.connection)
+    Index(f"{m.prefix}runs_any_status_ix", runs.c.status, runs.c.created_at, runs.c.run_id).create(
+        m.connection
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "checkpoints, writes and timers tables", _create_tables),
     Migration(2, "one checkpoint without a parent per thread", _create_root_index),
@@ -361,6 +380,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "a record per run: its thread, graph, status, node and times", _create_runs_table),
     Migration(5, "a pruned checkpoint keeps its row, without its state", _add_pruned_at_column),
     Migration(6, "run records set aside by the checkpoint_ttl pass", _add_superseded_column),
+    Migration(7, "indexes for listing every graph's runs, all or by status", _add_listing_indexes),
 )
 #: The version of tables all of :data:`MIGRATIONS` have been applied to.
 LATEST_VERSION = len(MIGRATIONS)

@@ -42,7 +42,8 @@ index, so that a refused insert is recognised by the name of the constraint it v
     :class:`~langgraph_celery.checkpoint.index.RunStatus` word, checked by
     ``<prefix>runs_status_ck``), current or pending ``node``, ``created_at`` and ``updated_at``.
     ``<prefix>runs_graph_ix`` and ``<prefix>runs_status_ix`` serve listing a graph's runs newest
-    first, all or by status; ``<prefix>runs_thread_ix`` serves releasing a thread.
+    first, all or by status, ``<prefix>runs_created_ix`` and ``<prefix>runs_any_status_ix``
+    every graph's; ``<prefix>runs_thread_ix`` serves releasing a thread.
     ``superseded`` is set on a completed run's record once the thread is known to have gone on
     after it (a newer run; see :meth:`~langgraph_celery.checkpoint.RunIndex.completed_runs`),
     and cleared when the record is updated; ``<prefix>runs_expiry_ix`` on ``(graph_id, status,
@@ -228,6 +229,8 @@ def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> Tables:
         Index(f"{prefix}runs_status_ix", "graph_id", "status", "created_at", "run_id"),
         Index(f"{prefix}runs_thread_ix", "thread_id"),
         Index(f"{prefix}runs_expiry_ix", "graph_id", "status", "superseded", "updated_at"),
+        Index(f"{prefix}runs_created_ix", "created_at", "run_id"),
+        Index(f"{prefix}runs_any_status_ix", "status", "created_at", "run_id"),
     )
     schema_version = Table(
         f"{prefix}{SCHEMA_VERSION_TABLE}",
