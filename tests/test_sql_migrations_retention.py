@@ -19,6 +19,7 @@ from langgraph_celery.checkpoint import (
     RunRecord,
     RunStatus,
     SqlSaver,
+    WriteKind,
     _migrations,
 )
 from langgraph_celery.checkpoint._migrations import LATEST_VERSION, MIGRATIONS, migrate
@@ -134,11 +135,12 @@ def test_tables_at_version_4_are_migrated_and_pruned(
     assert (
         sorted(v for (v,) in versions)
         == list(range(1, LATEST_VERSION + 1))
-        == [1, 2, 3, 4, 5, 6, 7]
+        == [1, 2, 3, 4, 5, 6, 7, 8]
     )
     assert [bool(flag) for (flag,) in flags] == [False, False, False]
     assert list(sql_saver.list("t1")) == expected
-    interrupt = PendingWrite("__interrupt__", "b", {"node_id": "b"})
+    # (migration 8 reads the mark stored under its reserved task id as an interrupt)
+    interrupt = PendingWrite("__interrupt__", "b", {"node_id": "b"}, WriteKind.INTERRUPT)
     assert sql_saver.get_writes("t1", "c2") == [interrupt]
     assert sql_saver.get_run("r1") == RunRecord(
         "r1",

@@ -14,6 +14,7 @@ from langgraph_celery.checkpoint.base import (
     PendingTask,
     PendingWrite,
     Timer,
+    WriteKind,
 )
 from langgraph_celery.checkpoint.index import RunIndex, RunRecord, RunStatus
 from langgraph_celery.checkpoint.memory import MemorySaver
@@ -38,4 +39,5 @@ __all__ = [
     "SchemaError",
     "SqlSaver",
     "Timer",
+    "WriteKind",
 ]

@@ -373,6 +373,33 @@ def _add_listing_indexes(m: MigrationContext) -> None:
     )
 
 
+# -- 8: a write's kind in a column, filled in from the reserved task ids of earlier releases ----
+
+#: The task ids under which earlier releases stored each mark (a delivery's id starts so).
+_MARK_IDS = {
+    "interrupt": "__interrupt__",
+    "error": "__error__",
+    "claim": "__claim__",
+    "cancel": "__cancel__",
+}
+_DELIVERY_PREFIX = "__delivery__:"
+
+
+def _add_write_kind_column(m: MigrationContext) -> None:
+    """``kind`` on writes (``update`` by default), filled in for the marks stored before it,
+    which were told apart by their reserved task ids."""
+    name = m.table_name(WRITES_TABLE)
+    _add_column(m, name, Column("kind", String(16), nullable=False, server_default="update"))
+    writes = Table(name, MetaData(), Column("task_id", ID), Column("kind", String(16)))
+    for kind, task_id in _MARK_IDS.items():
+        m.connection.execute(writes.update().where(writes.c.task_id == task_id).values(kind=kind))
+    m.connection.execute(
+        writes.update()
+        .where(writes.c.task_id.startswith(_DELIVERY_PREFIX, autoescape=True))
+        .values(kind="delivery")
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "checkpoints, writes and timers tables", _create_tables),
     Migration(2, "one checkpoint without a parent per thread", _create_root_index),
@@ -381,6 +408,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "a pruned checkpoint keeps its row, without its state", _add_pruned_at_column),
     Migration(6, "run records set aside by the checkpoint_ttl pass", _add_superseded_column),
     Migration(7, "indexes for listing every graph's runs, all or by status", _add_listing_indexes),
+    Migration(8, "a write's kind in a column, filled in from stored marks", _add_write_kind_column),
 )
 #: The version of tables all of :data:`MIGRATIONS` have been applied to.
 LATEST_VERSION = len(MIGRATIONS)

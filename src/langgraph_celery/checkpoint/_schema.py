@@ -29,7 +29,9 @@ index, so that a refused insert is recognised by the name of the constraint it v
 ``<prefix>writes`` (:data:`WRITES_TABLE`)
     One row per pending write, primary key ``(thread_id, checkpoint_id, task_id)``
     (``<prefix>writes_pk``) so the first write of a task wins.  ``node``, ``body`` (the
-    serializer's text of the update) and ``created_at`` are columns.  ``seq`` (not unique) orders
+    serializer's text of the update) and ``created_at`` are columns; ``kind`` says what the write
+    is (a :class:`~langgraph_celery.checkpoint.base.WriteKind` word: a task's update, or one of
+    the marks a run leaves: interrupt, error, claim, cancel, delivery).  ``seq`` (not unique) orders
     a step's writes by insertion: a nanosecond clock made strictly increasing within the process
     (see :func:`next_write_seq`), which needs no dialect-specific sequence.
 
@@ -200,6 +202,7 @@ def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> Tables:
         Column("seq", BigInteger, nullable=False),
         Column("body", Text, nullable=False),
         Column("created_at", DateTime(timezone=True), nullable=False),
+        Column("kind", String(16), nullable=False, server_default="update"),
         PrimaryKeyConstraint("thread_id", "checkpoint_id", "task_id", name=names.write),
     )
     timers = Table(

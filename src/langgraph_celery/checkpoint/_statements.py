@@ -27,6 +27,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import Select
 
 from langgraph_celery.checkpoint._schema import Tables
+from langgraph_celery.checkpoint.base import WriteKind
 
 __all__ = ["Statements", "build_statements"]
 
@@ -144,7 +145,7 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
         history=of_thread.order_by(c.seq.desc()),
         view_latest=_view(tables, latest, thread_id),
         view_by_id=_view(tables, by_id, thread_id),
-        writes_of=select(w.task_id, w.node, w.body)
+        writes_of=select(w.task_id, w.node, w.body, w.kind)
         .where(w.thread_id == thread_id, w.checkpoint_id == checkpoint_id)
         .order_by(w.seq, w.task_id),
         put=insert(checkpoints),
@@ -304,7 +305,7 @@ def _retention_statements(tables: Tables) -> dict[str, Any]:
 
 def _view(tables: Tables, chosen: Select[Any], thread_id: Any) -> Select[Any]:
     """One statement: the chosen checkpoint, whether its run has stored the next step, its
-    writes, and its parent's markers (writes whose task id starts with ``__``)."""
+    writes, and its parent's marks (writes of another kind than ``update``)."""
     checkpoints, writes = tables.checkpoints, tables.writes
     found = chosen.cte("chosen")
     successor = checkpoints.alias("successor")
@@ -325,6 +326,7 @@ def _view(tables: Tables, chosen: Select[Any], thread_id: Any) -> Select[Any]:
             writes.c.task_id.label("w_task_id"),
             writes.c.node.label("w_node"),
             writes.c.body.label("w_body"),
+            writes.c.kind.label("w_kind"),
         )
         .select_from(
             found.outerjoin(
@@ -333,7 +335,7 @@ def _view(tables: Tables, chosen: Select[Any], thread_id: Any) -> Select[Any]:
                 & or_(
                     writes.c.checkpoint_id == found.c.checkpoint_id,
                     (writes.c.checkpoint_id == found.c.parent_id)
-                    & writes.c.task_id.startswith("__", autoescape=True),
+                    & (writes.c.kind != WriteKind.UPDATE.value),
                 ),
             )
         )

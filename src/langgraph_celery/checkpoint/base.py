@@ -42,6 +42,7 @@ __all__ = [
     "PendingTask",
     "PendingWrite",
     "Timer",
+    "WriteKind",
     "check_timer_thread",
     "is_placeholder",
     "kind_of_body",
@@ -92,13 +93,33 @@ class PendingTask:
         return cls(id=data["id"], node=data["node"], arg=data.get("arg"), has_arg="arg" in data)
 
 
+class WriteKind(enum.StrEnum):
+    """What a pending write is: a task's update, or one of the marks a run leaves on a checkpoint
+    (the run loop reads them by this kind, never by the write's task id)."""
+
+    #: a node task's update for the step
+    UPDATE = "update"
+    #: the run is parked here
+    INTERRUPT = "interrupt"
+    #: a node, or the step, failed for good here
+    ERROR = "error"
+    #: a transition out of this checkpoint was claimed
+    CLAIM = "claim"
+    #: the run was cancelled here
+    CANCEL = "cancel"
+    #: a node task's message came back after its worker process died
+    DELIVERY = "delivery"
+
+
 @dataclass(frozen=True)
 class PendingWrite:
-    """The update one task produced for the step that starts from ``checkpoint_id``."""
+    """What one task (or the run, for a mark) recorded for the step that starts from
+    ``checkpoint_id``: an update, or with another ``kind`` a mark and its data."""
 
     task_id: str
     node: str
     update: dict[str, Any]
+    kind: WriteKind = WriteKind.UPDATE
 
 
 @dataclass(frozen=True)
@@ -269,9 +290,16 @@ class BaseCheckpointSaver(abc.ABC):
 
     @abc.abstractmethod
     def put_writes(
-        self, thread_id: str, checkpoint_id: str, task_id: str, node: str, update: Mapping[str, Any]
+        self,
+        thread_id: str,
+        checkpoint_id: str,
+        task_id: str,
+        node: str,
+        update: Mapping[str, Any],
+        kind: WriteKind = WriteKind.UPDATE,
     ) -> bool:
-        """Record one task's update for the step starting at ``checkpoint_id``.
+        """Record one task's update (or, with another ``kind``, a mark) for the step starting at
+        ``checkpoint_id``; the kind is stored with it and read back.
 
         Returns ``True`` if stored, ``False`` if a write for that task is already there (the
         first write wins and is never replaced).
@@ -293,7 +321,7 @@ class BaseCheckpointSaver(abc.ABC):
             parent = {
                 w.task_id: w
                 for w in self.get_writes(thread_id, checkpoint.parent_id)
-                if w.task_id.startswith("__")
+                if w.kind is not WriteKind.UPDATE
             }
         return CheckpointView(checkpoint, writes, parent, self._has_step(checkpoint))
 

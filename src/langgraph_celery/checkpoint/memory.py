@@ -23,6 +23,7 @@ from langgraph_celery.checkpoint.base import (
     Checkpoint,
     PendingWrite,
     Timer,
+    WriteKind,
     check_timer_thread,
 )
 from langgraph_celery.checkpoint.index import (
@@ -57,7 +58,7 @@ class _Thread:
     # (run_id, step) -> checkpoint_id, for the second uniqueness rule.
     steps: dict[tuple[str, int], str] = field(default_factory=dict)
     # checkpoint_id -> task_id -> (node, serialized update), in insertion order.
-    writes: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
+    writes: dict[str, dict[str, tuple[str, str, WriteKind]]] = field(default_factory=dict)
 
 
 class MemorySaver(BaseCheckpointSaver, RunIndex):
@@ -320,7 +321,13 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
     # -- pending writes ----------------------------------------------------------------------
 
     def put_writes(
-        self, thread_id: str, checkpoint_id: str, task_id: str, node: str, update: Mapping[str, Any]
+        self,
+        thread_id: str,
+        checkpoint_id: str,
+        task_id: str,
+        node: str,
+        update: Mapping[str, Any],
+        kind: WriteKind = WriteKind.UPDATE,
     ) -> bool:
         body = self.serializer.dumps(dict(update))
         with self._lock:
@@ -330,7 +337,7 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
             step_writes = thread.writes.setdefault(checkpoint_id, {})
             if task_id in step_writes:
                 return False
-            step_writes[task_id] = (node, body)
+            step_writes[task_id] = (node, body, WriteKind(kind))
             return True
 
     def delete_write(self, thread_id: str, checkpoint_id: str, task_id: str, node: str) -> bool:
@@ -348,8 +355,8 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
             step_writes = None if thread is None else thread.writes.get(checkpoint_id)
             items = [] if step_writes is None else list(step_writes.items())
         return [
-            PendingWrite(task_id=task_id, node=node, update=dict(self.serializer.loads(body)))
-            for task_id, (node, body) in items
+            PendingWrite(task_id, node, dict(self.serializer.loads(body)), kind)
+            for task_id, (node, body, kind) in items
         ]
 
     # -- helpers -----------------------------------------------------------------------------

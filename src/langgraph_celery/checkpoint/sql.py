@@ -45,6 +45,7 @@ from langgraph_celery.checkpoint.base import (
     CheckpointView,
     PendingWrite,
     Timer,
+    WriteKind,
     check_timer_thread,
 )
 from langgraph_celery.checkpoint.index import (
@@ -371,7 +372,13 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
     # -- pending writes ----------------------------------------------------------------------
 
     def put_writes(
-        self, thread_id: str, checkpoint_id: str, task_id: str, node: str, update: Mapping[str, Any]
+        self,
+        thread_id: str,
+        checkpoint_id: str,
+        task_id: str,
+        node: str,
+        update: Mapping[str, Any],
+        kind: WriteKind = WriteKind.UPDATE,
     ) -> bool:
         values = {
             "thread_id": thread_id,
@@ -381,6 +388,7 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
             "seq": next_write_seq(),
             "body": self.serializer.dumps(dict(update)),
             "created_at": datetime.now(UTC),
+            "kind": WriteKind(kind).value,
         }
         ignoring = self._sql.put_write_ignoring
         if ignoring is not None:
@@ -429,7 +437,7 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
             if row.w_task_id is None:
                 continue
             write = PendingWrite(
-                task_id=row.w_task_id, node=row.w_node, update=dict(loads(row.w_body))
+                row.w_task_id, row.w_node, dict(loads(row.w_body)), _kind(row.w_kind)
             )
             mine = row.w_checkpoint_id == checkpoint.checkpoint_id
             (own if mine else parent)[write.task_id] = write
@@ -440,7 +448,7 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
         rows = self._read(self._sql.writes_of, params)
         return [
             PendingWrite(
-                task_id=row.task_id, node=row.node, update=dict(self.serializer.loads(row.body))
+                row.task_id, row.node, dict(self.serializer.loads(row.body)), _kind(row.kind)
             )
             for row in rows
         ]
@@ -474,3 +482,12 @@ def _run_record(row: Any) -> RunRecord:
         created_at=as_utc(row.created_at),
         updated_at=as_utc(row.updated_at),
     )
+
+
+_KINDS = {kind.value: kind for kind in WriteKind}
+
+
+def _kind(word: str | None) -> WriteKind:
+    """A stored write's kind (a row written by a process of the release before migration 8,
+    during an upgrade, has the column's default)."""
+    return _KINDS.get(word or "update", WriteKind.UPDATE)

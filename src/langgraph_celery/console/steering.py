@@ -21,6 +21,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
+from langgraph_celery.checkpoint.base import WriteKind
 from langgraph_celery.checkpoint.index import RunRecord, RunStatus
 from langgraph_celery.console.catalog import Catalog, GraphEntry
 from langgraph_celery.console.redact import redact
@@ -242,7 +243,9 @@ class Steering:
             mark(checkpoint, Mark.CANCEL, END, data)
             index.clear_timer(run.thread_id, run.run_id)
         else:
-            saver.put_writes(run.thread_id, checkpoint.checkpoint_id, Mark.CANCEL, END, data)
+            saver.put_writes(
+                run.thread_id, checkpoint.checkpoint_id, Mark.CANCEL, END, data, WriteKind.CANCEL
+            )
 
 
 def _log_failure(future: Future[Any]) -> None:

@@ -17,7 +17,7 @@ from langgraph_celery.checkpoint.index import RunStatus
 from langgraph_celery.errors import GraphError, NodeError
 from langgraph_celery.graph import _loop, _sync
 from langgraph_celery.graph._engine import Engine
-from langgraph_celery.graph._loop import Action, Failure, Mark, Parking, StepMarks
+from langgraph_celery.graph._loop import MARK_KINDS, Action, Failure, Mark, Parking, StepMarks
 from langgraph_celery.graph._streaming import Chunks, discard
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import (
@@ -290,7 +290,13 @@ async def _mark_stop(
     saver = engine.saver
     try:
         await engine.io(
-            saver.put_writes, checkpoint.thread_id, checkpoint.checkpoint_id, mark, node, data
+            saver.put_writes,
+            checkpoint.thread_id,
+            checkpoint.checkpoint_id,
+            mark,
+            node,
+            data,
+            MARK_KINDS[mark],
         )
     except Exception as error:  # (the run's own outcome is what the caller sees)
         log.warning("could not mark run %s %s: %s", checkpoint.run_id, status, error)

@@ -30,6 +30,7 @@ from langgraph_celery.checkpoint.base import (
     CheckpointView,
     PendingTask,
     PendingWrite,
+    WriteKind,
 )
 from langgraph_celery.checkpoint.index import RunStatus
 from langgraph_celery.errors import GraphError, GraphRecursionError, NodeError
@@ -107,7 +108,13 @@ class Mark:
 
 #: The marks that stop a run.
 STOPS = frozenset({Mark.INTERRUPT, Mark.ERROR, Mark.CANCEL})
-_MARK_IDS = frozenset({Mark.INTERRUPT, Mark.ERROR, Mark.CLAIM, Mark.CANCEL})
+#: The kind each mark is stored with (the run loop reads marks by their kind).
+MARK_KINDS = {
+    Mark.INTERRUPT: WriteKind.INTERRUPT,
+    Mark.ERROR: WriteKind.ERROR,
+    Mark.CLAIM: WriteKind.CLAIM,
+    Mark.CANCEL: WriteKind.CANCEL,
+}
 
 
 @dataclass(frozen=True)
@@ -180,7 +187,7 @@ class StepMarks:
     def of(
         cls,
         writes: Iterable[PendingWrite],
-        parent_marks: Iterable[str] = (),
+        parent_marks: Iterable[PendingWrite] = (),
         step_committed: bool = False,
     ) -> StepMarks:
         updates: dict[str, Mapping[str, Any]] = {}
@@ -188,34 +195,35 @@ class StepMarks:
         parking = failure = None
         cancelled = claimed = False
         for write in writes:
-            if write.task_id.startswith(Mark.DELIVERY):
+            kind = write.kind
+            if kind is WriteKind.UPDATE:
+                updates[write.task_id] = write.update
+            elif kind is WriteKind.DELIVERY:
                 task_id, _, number = write.task_id[len(Mark.DELIVERY) :].rpartition("#")
                 if number.isdigit():
                     deliveries[task_id] = max(deliveries.get(task_id, 1), int(number))
-            elif write.task_id == Mark.INTERRUPT:
+            elif kind is WriteKind.INTERRUPT:
                 parking = Parking.from_data(write.update)
-            elif write.task_id == Mark.ERROR:
+            elif kind is WriteKind.ERROR:
                 failure = Failure.from_data(write.update)
-            elif write.task_id == Mark.CANCEL:
+            elif kind is WriteKind.CANCEL:
                 cancelled = True
-            elif write.task_id == Mark.CLAIM:
+            elif kind is WriteKind.CLAIM:
                 claimed = True
-            else:
-                updates[write.task_id] = write.update
         return cls(
             updates,
             parking,
             failure,
             cancelled,
             claimed,
-            Mark.CANCEL in set(parent_marks),
+            any(mark.kind is WriteKind.CANCEL for mark in parent_marks),
             step_committed,
             deliveries,
         )
 
     @classmethod
     def of_view(cls, view: CheckpointView) -> StepMarks:
-        return cls.of(view.writes.values(), view.parent_markers, view.step_committed)
+        return cls.of(view.writes.values(), view.parent_markers.values(), view.step_committed)
 
     @property
     def stopped(self) -> bool:
@@ -411,11 +419,7 @@ def decide_step(tasks: Sequence[PendingTask], marks: StepMarks) -> Decision:
 def carried_writes(writes: Iterable[PendingWrite]) -> list[PendingWrite]:
     """The writes of a checkpoint that a resume or fork from it carries over: node updates, not
     marks (they belong to the old checkpoint)."""
-    return [
-        write
-        for write in writes
-        if write.task_id not in _MARK_IDS and not write.task_id.startswith(Mark.DELIVERY)
-    ]
+    return [write for write in writes if write.kind is WriteKind.UPDATE]
 
 
 def foreign_graph(checkpoint: Checkpoint | None, graph_id: str | None) -> str | None:

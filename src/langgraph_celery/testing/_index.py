@@ -15,6 +15,7 @@ from langgraph_celery.checkpoint import (
     RunRecord,
     RunStatus,
     Timer,
+    WriteKind,
 )
 from langgraph_celery.testing._retention import ExpiryConformance
 from langgraph_celery.testing._support import THREAD, make_checkpoint, race
@@ -65,13 +66,14 @@ class RunIndexConformance(ExpiryConformance):
 
     def test_delete_write_compares_the_node(self, saver: BaseCheckpointSaver) -> None:
         saver.put(make_checkpoint(0, checkpoint_id="ck-1"))
-        assert saver.put_writes(THREAD, "ck-1", "__claim__", "token-a", {"token": "token-a"})
+        claim = WriteKind.CLAIM
+        assert saver.put_writes(THREAD, "ck-1", "__claim__", "token-a", {"token": "a"}, claim)
         assert saver.delete_write(THREAD, "ck-1", "__claim__", "token-b") is False
         assert [w.node for w in saver.get_writes(THREAD, "ck-1")] == ["token-a"]
         assert saver.delete_write(THREAD, "ck-1", "__claim__", "token-a") is True
         assert saver.get_writes(THREAD, "ck-1") == []
         assert saver.delete_write(THREAD, "ck-1", "__claim__", "token-a") is False
-        assert saver.put_writes(THREAD, "ck-1", "__claim__", "token-b", {})  # claimable again
+        assert saver.put_writes(THREAD, "ck-1", "__claim__", "token-b", {}, claim)  # again
 
     def test_due_timers_earliest_first_and_only_due(self, saver: BaseCheckpointSaver) -> None:
         saver.set_timer("t1", "r1", "g", "stall", T0 + timedelta(seconds=30))

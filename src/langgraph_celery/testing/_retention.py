@@ -27,6 +27,7 @@ from langgraph_celery.checkpoint import (
     PendingWrite,
     RunRecord,
     RunStatus,
+    WriteKind,
 )
 from langgraph_celery.testing._support import SaverFixtures, race
 
@@ -180,9 +181,10 @@ class PruneConformance(SaverFixtures):
                 ("x1", "running", True),
             ],
         )
-        saver.put_writes("t1", "p1", "__interrupt__", "node", {"node_id": "node"})
-        saver.put_writes("t1", "f1", "__error__", "node", {"node_id": "node", "message": "no"})
-        saver.put_writes("t1", "k0", "__cancel__", "__END__", {})
+        interrupt, error, cancel = WriteKind.INTERRUPT, WriteKind.ERROR, WriteKind.CANCEL
+        saver.put_writes("t1", "p1", "__interrupt__", "node", {"node_id": "node"}, interrupt)
+        saver.put_writes("t1", "f1", "__error__", "node", {"node_id": "node"}, error)
+        saver.put_writes("t1", "k0", "__cancel__", "__END__", {}, cancel)
         update = Checkpoint(
             "t1", "u1", "updated", 1, {}, tasks=_TASK, parent_id="u0", kind=CheckpointKind.UPDATE
         )

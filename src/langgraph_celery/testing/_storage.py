@@ -16,6 +16,7 @@ from langgraph_celery.checkpoint import (
     CheckpointKind,
     PendingTask,
     PendingWrite,
+    WriteKind,
 )
 from langgraph_celery.errors import SerializationError
 from langgraph_celery.testing._retention import PruneConformance
@@ -403,11 +404,18 @@ class SaverConformance(PruneConformance):
     ) -> None:
         first = Checkpoint(thread_id="t1", checkpoint_id="c1", run_id="r1", step=0, values={"a": 1})
         saver.put(first)
-        saver.put_writes("t1", "c1", "__cancel__", "__END__", {})
+        saver.put_writes("t1", "c1", "__cancel__", "__END__", {}, WriteKind.CANCEL)
         saver.put_writes("t1", "c1", "n", "n", {"a": 2})
         view = saver.get_with_writes("t1", "c1")
         assert view.checkpoint is not None and view.checkpoint.values == {"a": 1}
         assert sorted(view.writes) == ["__cancel__", "n"]
+        # each write reads back with its kind
+        assert view.writes["__cancel__"].kind is WriteKind.CANCEL
+        assert view.writes["n"].kind is WriteKind.UPDATE
+        assert [w.kind for w in saver.get_writes("t1", "c1")] == [
+            WriteKind.CANCEL,
+            WriteKind.UPDATE,
+        ]
         assert view.parent_markers == {}
         assert view.step_committed is False
         saver.put(
@@ -420,7 +428,7 @@ class SaverConformance(PruneConformance):
         assert latest.writes == {}
         assert list(latest.parent_markers) == [
             "__cancel__"
-        ]  # the parent's task writes are left out
+        ]  # the parent's marks (writes of another kind than an update); its updates are left out
         assert saver.get_with_writes("t1", "c1").step_committed is True
         assert saver.get_with_writes("t1", "c2").step_committed is False
         assert saver.get_with_writes("nobody").checkpoint is None

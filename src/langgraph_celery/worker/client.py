@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from langgraph_celery import errors
-from langgraph_celery.checkpoint.base import Checkpoint, CheckpointKind, CheckpointView
+from langgraph_celery.checkpoint.base import (
+    Checkpoint,
+    CheckpointKind,
+    CheckpointView,
+    WriteKind,
+)
 from langgraph_celery.errors import GraphStateError
 from langgraph_celery.graph import _loop, _sync
 from langgraph_celery.graph._engine import new_id
@@ -288,14 +293,14 @@ class CelerySource:
 
         def put_claim() -> bool:  # (nobody waits on a claim: no wake-up is published)
             return runtime.saver.put_writes(
-                latest.thread_id, latest.checkpoint_id, Mark.CLAIM, token, data
+                latest.thread_id, latest.checkpoint_id, Mark.CLAIM, token, data, WriteKind.CLAIM
             )
 
         for _ in range(2):
             if _store(put_claim):
                 return token
             held = _store(lambda: runtime.saver.get_writes(latest.thread_id, latest.checkpoint_id))
-            claim = next((w for w in held if w.task_id == Mark.CLAIM), None)
+            claim = next((w for w in held if w.kind is WriteKind.CLAIM), None)
             if claim is None:
                 continue  # released meanwhile: claim again
             if claim.node == token:
@@ -345,7 +350,7 @@ class CelerySource:
         async def begin() -> tuple[Checkpoint, NodeOutput | None]:
             if config.checkpoint_id is not None:
                 return await runtime.engine.begin(graph_input, config, runtime.store_first)
-            writes = [w for w in view.writes.values() if w.task_id != Mark.CLAIM]
+            writes = [w for w in view.writes.values() if w.kind is not WriteKind.CLAIM]
             return await runtime.engine.begin_from(
                 latest,
                 graph_input,

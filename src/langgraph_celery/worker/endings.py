@@ -10,7 +10,7 @@ import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from langgraph_celery.checkpoint.base import Checkpoint, PendingTask
+from langgraph_celery.checkpoint.base import Checkpoint, PendingTask, WriteKind
 from langgraph_celery.checkpoint.index import RunStatus
 from langgraph_celery.errors import NodeError
 from langgraph_celery.graph._loop import Failure, Mark, StepMarks
@@ -85,6 +85,7 @@ def count_delivery(
                 Mark.delivery(task.id, n),
                 task.node,
                 {"at": datetime.now(UTC).isoformat()},
+                WriteKind.DELIVERY,
             )
         ),
         first + 8,

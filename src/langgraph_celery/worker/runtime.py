@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from langgraph_celery.checkpoint.base import (
     Checkpoint,
     CheckpointKind,
     PendingTask,
+    PendingWrite,
     Timer,
 )
 from langgraph_celery.checkpoint.index import RunIndex, RunStatus
@@ -126,7 +127,12 @@ class GraphRuntime:
 
     def mark(self, checkpoint: Checkpoint, mark: str, node: str, data: Mapping[str, Any]) -> bool:
         stored = self.saver.put_writes(
-            checkpoint.thread_id, checkpoint.checkpoint_id, mark, node, dict(data)
+            checkpoint.thread_id,
+            checkpoint.checkpoint_id,
+            mark,
+            node,
+            dict(data),
+            _loop.MARK_KINDS[mark],
         )
         self.executor.notifier.publish(checkpoint.thread_id, final=mark in _loop.STOPS)
         return stored
@@ -275,7 +281,7 @@ class GraphRuntime:
         # A sibling failed or was interrupted: this node still runs and records its update, as
         # every node of a step does in process, so that a resume finds the same writes.
         result = run_sync(
-            self._run_task(checkpoint, task, marks, view.parent_markers, retries, retry)
+            self._run_task(checkpoint, task, marks, view.parent_markers.values(), retries, retry)
         )
         return result.to_data()
 
@@ -291,7 +297,7 @@ class GraphRuntime:
         checkpoint: Checkpoint,
         task: PendingTask,
         marks: StepMarks,
-        parent_marks: Mapping[str, Any],
+        parent_marks: Iterable[PendingWrite],
         retries: int,
         retry: Any,
     ) -> TaskResult:
