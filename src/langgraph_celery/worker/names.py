@@ -13,8 +13,9 @@ Celery task ids
     ``lgc:<run_id>:<checkpoint_id>:<task_id>``  deterministic, so a re-dispatch of the same
     step's task is recognisable and its write is applied once.
 
-Marks (pending writes with reserved task ids, stored by the checkpoint saver; defined with the
-run loop's rules as :class:`langgraph_celery.graph._loop.Mark`)
+Marks (pending writes of a kind other than ``update`` (``WriteKind``), under these reserved task
+ids so that the first of each wins; defined with the run loop's rules as
+:class:`langgraph_celery.graph._loop.Mark`)
     ``__interrupt__``  the run is parked at this checkpoint (value: the interruption).
     ``__error__``  a node of this checkpoint failed for good (value: node, type, message).
     ``__claim__``  a transition out of this checkpoint (new run, resume, update, fork) was
