@@ -42,7 +42,7 @@ from langgraph_celery import (
     RunnableConfig,
     StreamMode,
 )
-from langgraph_celery.checkpoint import MemorySaver
+from langgraph_celery.checkpoint import MemorySaver, WriteKind
 from langgraph_celery.worker.names import celery_task_id
 
 #: Calls one example makes at most on its thread (the first run, then resumes / a second run).
@@ -267,8 +267,14 @@ def test_a_claim_left_by_a_dead_client_is_taken_over_once_stale(fuzz_stack: Fuzz
     assert graph.invoke({"thread": thread}, config).data["log"] == ["a"]
     latest = saver.get(thread)
     claimed_at = datetime.now(UTC)
+    claim = WriteKind.CLAIM
     saver.put_writes(
-        thread, latest.checkpoint_id, "__claim__", "dead", {"claimed_at": claimed_at.isoformat()}
+        thread,
+        latest.checkpoint_id,
+        "__claim__",
+        "dead",
+        {"claimed_at": claimed_at.isoformat()},
+        claim,
     )
     with pytest.raises(GraphStateError, match="busy: another process just started"):
         graph.invoke({"fail": False}, config)
@@ -276,7 +282,7 @@ def test_a_claim_left_by_a_dead_client_is_taken_over_once_stale(fuzz_stack: Fuzz
     saver.delete_write(thread, latest.checkpoint_id, "__claim__", "dead")
     old = claimed_at - timedelta(seconds=stalled_after + 1)
     saver.put_writes(
-        thread, latest.checkpoint_id, "__claim__", "dead", {"claimed_at": old.isoformat()}
+        thread, latest.checkpoint_id, "__claim__", "dead", {"claimed_at": old.isoformat()}, claim
     )
     assert graph.invoke({"fail": False}, config).data["log"] == ["a", "a"]
     claims = [w for w in saver.get_writes(thread, latest.checkpoint_id) if w.task_id == "__claim__"]
