@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from celery import Celery
@@ -84,3 +85,100 @@ def test_a_message_celery_cannot_read_stops_a_worker_only_without_the_guard(
     finally:
         worker.stop()
         client.close()
+
+
+def _noop() -> None:
+    return None
+
+
+def _detached_message(broker_url: str) -> Any:
+    """A real task message taken from a Redis queue on a connection that is then let go, as
+    Celery's consumer does when the broker goes away while the task runs."""
+    from kombu import Connection
+
+    queue_name = f"detached-{uuid.uuid4().hex[:8]}"
+    connection = Connection(broker_url)
+    channel = connection.channel()
+    queue = Queue(queue_name, Exchange(queue_name), queue_name, channel=channel)
+    queue.declare()
+    producer = connection.Producer(channel=channel)
+    producer.publish(
+        [[], {}, {}],
+        exchange=queue_name,
+        routing_key=queue_name,
+        headers={"id": uuid.uuid4().hex, "task": "x", "lang": "py"},
+        serializer="json",
+        declare=[queue],
+    )
+    message = queue.get(no_ack=False)
+    assert message is not None
+    connection.collect()  # (the consumer lets the lost connection go)
+    return message
+
+
+@pytest.mark.parametrize("surviving", [True, False], ids=["executor's request", "celery's"])
+def test_acknowledging_on_a_lost_connection_does_not_stop_the_worker(
+    celery_redis_url: str, surviving: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kombu's Redis transport raises AttributeError when a task finished after the broker went
+    away acknowledges its message on the detached channel; out of the consumer's loop it stops
+    the worker.  The executor's request class logs it instead (the message, if the broker still
+    holds it, comes again and is applied once).  The failure is injected where Kombu raises it:
+    the message's ``ack``."""
+    from celery.worker.request import Request
+
+    from langgraph_celery.worker.reconnect import SurvivingRequest
+
+    app = Celery("acks", broker=celery_redis_url, set_as_current=False)
+    task = app.task(name="x", shared=False)(_noop)
+    message = _detached_message(celery_redis_url)
+
+    def ack(*args: Any, **kwargs: Any) -> None:
+        raise AttributeError("'NoneType' object has no attribute 'hostname'")
+
+    message.ack = ack
+    kind = SurvivingRequest if surviving else Request
+    # (built as Celery's consumer builds a task's request: acknowledging calls the message's)
+    request = kind(message, on_ack=message.ack_log_error, app=app, task=task)
+    if surviving:
+        request.acknowledge()
+        assert request.acknowledged
+        assert "came on a broker connection that is gone" in caplog.text
+    else:
+        with pytest.raises(AttributeError, match="hostname"):
+            request.acknowledge()
+
+
+def test_an_acknowledgement_error_on_a_live_connection_still_propagates(
+    celery_redis_url: str,
+) -> None:
+    from kombu import Connection
+
+    from langgraph_celery.worker.reconnect import SurvivingRequest
+
+    app = Celery("acks-live", broker=celery_redis_url, set_as_current=False)
+    task = app.task(name="x", shared=False)(_noop)
+    queue_name = f"live-{uuid.uuid4().hex[:8]}"
+    with Connection(celery_redis_url) as connection:
+        channel = connection.channel()
+        queue = Queue(queue_name, Exchange(queue_name), queue_name, channel=channel)
+        queue.declare()
+        connection.Producer(channel=channel).publish(
+            [[], {}, {}],
+            exchange=queue_name,
+            routing_key=queue_name,
+            headers={"id": uuid.uuid4().hex, "task": "x", "lang": "py"},
+            serializer="json",
+            declare=[queue],
+        )
+        message = queue.get(no_ack=False)
+        assert message is not None
+
+        def ack(*args: Any, **kwargs: Any) -> None:
+            raise AttributeError("a bug, not a lost connection")
+
+        message.ack = ack
+        request = SurvivingRequest(message, on_ack=message.ack_log_error, app=app, task=task)
+        with pytest.raises(AttributeError, match="a bug"):
+            request.acknowledge()
+        queue.delete()

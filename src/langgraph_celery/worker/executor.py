@@ -18,7 +18,7 @@ from langgraph_celery.worker import endings, names, routing
 from langgraph_celery.worker.envelope import MalformedMessage, TaskEnvelope
 from langgraph_celery.worker.guard import GuardTaskMessages
 from langgraph_celery.worker.notify import Notifier
-from langgraph_celery.worker.reconnect import SurviveBrokerLoss
+from langgraph_celery.worker.reconnect import SurviveBrokerLoss, SurvivingRequest
 from langgraph_celery.worker.runtime import GraphRuntime
 
 if TYPE_CHECKING:
@@ -163,7 +163,10 @@ class CeleryExecutor:
         _apply_safe_settings(app)
         if guard_task_messages:  # malformed messages never stop a worker
             app.steps["consumer"].add(GuardTaskMessages)
-        if survive_broker_loss:  # nor does a failed close of a lost broker connection
+        # ... nor does a failed close of a lost broker connection, or a task's acknowledgement
+        # on a connection lost while it ran (the node and resume tasks' request class)
+        self._request_class: Any = SurvivingRequest if survive_broker_loss else None
+        if survive_broker_loss:
             app.steps["consumer"].add(SurviveBrokerLoss)
         if self.routes:
             routing.router_of(app).executors.add(self)
@@ -308,10 +311,15 @@ class CeleryExecutor:
             acks_late=True,
             reject_on_worker_lost=True,
             shared=False,
+            **self._requests(),
             on_failure=_on_node_failure,
             **_STORE_RETRY,
             **_time_limits(timeout),
         )(run_node)
+
+    def _requests(self) -> dict[str, Any]:
+        """The request class of the node and resume tasks (see ``worker/reconnect.py``)."""
+        return {} if self._request_class is None else {"Request": self._request_class}
 
     def _register_common_tasks(self) -> None:
         app = self.app
@@ -326,9 +334,14 @@ class CeleryExecutor:
                 raise Reject(f"unknown graph {envelope.graph_id!r}", requeue=False)
             return runtime.resume(envelope)
 
-        app.task(name=names.RESUME_TASK, bind=True, acks_late=True, shared=False, **_STORE_RETRY)(
-            resume
-        )
+        app.task(
+            name=names.RESUME_TASK,
+            bind=True,
+            acks_late=True,
+            shared=False,
+            **self._requests(),
+            **_STORE_RETRY,
+        )(resume)
 
         def reap_task(task: Any) -> dict[str, Any]:
             from langgraph_celery.beat.reaper import reap

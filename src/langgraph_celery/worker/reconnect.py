@@ -27,8 +27,9 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import bootsteps
+from celery.worker.request import Request
 
-__all__ = ["SurviveBrokerLoss"]
+__all__ = ["SurviveBrokerLoss", "SurvivingRequest"]
 
 log = logging.getLogger("langgraph_celery.worker")
 
@@ -66,3 +67,48 @@ def _install(consumer: Any) -> None:
     """Wrap ``consumer``'s handler of a lost broker connection, once."""
     if _HANDLER not in vars(consumer):
         setattr(consumer, _HANDLER, _surviving(consumer, getattr(consumer, _HANDLER)))
+
+
+def _detached(message: Any) -> bool:
+    """Whether ``message`` came on a channel whose connection was let go (a lost broker)."""
+    connection = getattr(getattr(message, "channel", None), "connection", None)
+    return connection is None or getattr(connection, "client", None) is None
+
+
+class SurvivingRequest(Request):  # type: ignore[misc]
+    """A task request whose acknowledgement does not stop the worker when the message came on a
+    connection that was lost meanwhile (the broker restarted while the task ran).
+
+    Kombu's Redis transport then raises ``AttributeError`` from the detached channel (the same
+    "'NoneType' object has no attribute 'hostname'"), out of the consumer's event loop, which
+    stops the worker.  The message cannot be acknowledged on a connection that is gone: it is
+    logged and left; the broker delivers it again if it still holds it, and the task finds its
+    step already done (its update is applied once).  Any other error propagates as before.
+    """
+
+    def acknowledge(self) -> None:
+        try:
+            super().acknowledge()
+        except AttributeError as error:
+            if not _detached(self.message):
+                raise
+            log.warning(
+                "task %s: its message came on a broker connection that is gone; not "
+                "acknowledged (%r), it may be delivered again and is then applied once",
+                self.id,
+                error,
+            )
+            self.acknowledged = True
+
+    def reject(self, requeue: bool = False) -> None:
+        try:
+            super().reject(requeue=requeue)
+        except AttributeError as error:
+            if not _detached(self.message):
+                raise
+            log.warning(
+                "task %s: its message came on a broker connection that is gone; not rejected (%r)",
+                self.id,
+                error,
+            )
+            self.acknowledged = True
