@@ -91,6 +91,19 @@ def read_status(runtime: GraphRuntime, checkpoint: Checkpoint | None) -> Status:
     return status_of(_store(lambda: runtime.saver.get_with_writes(thread_id, checkpoint_id)))
 
 
+def _drain(subscription: Subscription, linger: float) -> list[bytes]:
+    """The run-outputs messages that have reached ``subscription`` (waiting ``linger`` seconds
+    for more once it is quiet), in order."""
+    while subscription.wait(0.001):
+        pass
+    if linger > 0:
+        subscription.wait(linger)
+        while subscription.wait(0.001):
+            pass
+    outputs, _ = subscription.take_outputs()
+    return outputs
+
+
 def _error_from(failure: Failure) -> errors.GraphError:
     known = getattr(errors, failure.error_type, None)
     if (
@@ -492,6 +505,7 @@ class CelerySource:
         delay = _POLL_MIN
         deadline = None if timeout is None else time.monotonic() + timeout
         states: dict[str, Checkpoint] = {}  # the checkpoints streamed outputs belong to
+        streamed = False  # (the run's nodes have streamed something)
         try:
             while True:
                 view = await _sync.blocking(
@@ -502,6 +516,19 @@ class CelerySource:
                     raise GraphStateError(
                         f"thread {checkpoint.thread_id!r} was released or deleted"
                     )
+                if (
+                    steps
+                    and subscription is not None
+                    and latest.checkpoint_id != seen.checkpoint_id
+                ):
+                    # What the step's nodes streamed was published before the step was stored:
+                    # yield what has come of it before the step's outputs (for a run that
+                    # streams, a last short wait when it stopped, for messages on their way).
+                    settled = not _loop.has_pending(latest) or status_of(view).terminal
+                    linger = 0.02 if settled and streamed else 0.0
+                    outputs = await loop.run_in_executor(SHARED_POOL, _drain, subscription, linger)
+                    for output in await self._streamed(outputs, seen, states):
+                        yield output
                 if latest.checkpoint_id != seen.checkpoint_id:
                     if steps:
                         since = await _sync.blocking(
@@ -538,6 +565,7 @@ class CelerySource:
                         left = max(until - time.monotonic(), 0.0)
                         await loop.run_in_executor(SHARED_POOL, subscription.wait, left)
                         outputs, stepped = subscription.take_outputs()
+                        streamed = streamed or bool(outputs)
                         for output in await self._streamed(outputs, seen, states):
                             yield output
                         if stepped or not outputs or outcome.cancelled:
