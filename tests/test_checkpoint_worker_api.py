@@ -15,7 +15,6 @@ from langgraph_celery.checkpoint import (
     Checkpoint,
     CheckpointConflictError,
     MemorySaver,
-    PendingWrite,
     RunIndex,
     RunRecord,
     RunStatus,
@@ -23,6 +22,7 @@ from langgraph_celery.checkpoint import (
 from langgraph_celery.checkpoint.base import Timer
 from langgraph_celery.checkpoint.index import missing_for_celery
 from langgraph_celery.errors import GraphDefinitionError
+from storage_only import StorageOnly
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -64,32 +64,8 @@ def test_the_default_put_with_timer_sets_then_stores_and_stores_then_clears() ->
 # -- the contract's two halves: storing checkpoints, indexing runs --------------------------------
 
 
-class _StorageOnly(BaseCheckpointSaver):
+class _StorageOnly(StorageOnly):
     """Stores checkpoints (through a MemorySaver) and indexes no runs."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.inner = MemorySaver()
-
-    def put(self, checkpoint: Checkpoint) -> Checkpoint:
-        return self.inner.put(checkpoint)
-
-    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
-        return self.inner.get(thread_id, checkpoint_id)
-
-    def list(self, thread_id: str) -> Sequence[Checkpoint]:
-        return self.inner.list(thread_id)
-
-    def put_writes(
-        self, thread_id: str, checkpoint_id: str, task_id: str, node: str, update: Any
-    ) -> bool:
-        return self.inner.put_writes(thread_id, checkpoint_id, task_id, node, update)
-
-    def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:
-        return self.inner.get_writes(thread_id, checkpoint_id)
-
-    def release(self, thread_id: str) -> Sequence[Checkpoint]:
-        return self.inner.release(thread_id)
 
 
 class _IndexedButUndeclared(_StorageOnly):

@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,16 +38,15 @@ from langgraph_celery.beat.reaper import reap
 from langgraph_celery.celery import CeleryExecutor, RunHandle
 from langgraph_celery.checkpoint import (
     BaseCheckpointSaver,
-    Checkpoint,
     Keep,
     Kept,
     MemorySaver,
-    PendingWrite,
     RunIndex,
     RunStatus,
 )
 from langgraph_celery.checkpoint._retention import StoredRef, plan_prune
 from langgraph_celery.worker.embedded import EmbeddedWorker, embedded_worker_for
+from storage_only import StorageOnly
 
 CFG = RunnableConfig(thread_id="thread-1")
 
@@ -170,32 +169,8 @@ def test_a_failed_step_pruned_around_is_retried_by_the_resume(saver: BaseCheckpo
     assert compiled.invoke(GraphInput.resume(), CFG).value("log") == ["a", "b", "c"] * 2
 
 
-class _StoresOnly(BaseCheckpointSaver):
+class _StoresOnly(StorageOnly):
     """A saver of its own, written before retention: it stores, releases, and nothing more."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.inner = MemorySaver()
-
-    def put(self, checkpoint: Checkpoint) -> Checkpoint:
-        return self.inner.put(checkpoint)
-
-    def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
-        return self.inner.get(thread_id, checkpoint_id)
-
-    def list(self, thread_id: str) -> Sequence[Checkpoint]:
-        return self.inner.list(thread_id)
-
-    def put_writes(
-        self, thread_id: str, checkpoint_id: str, task_id: str, node: str, update: Any
-    ) -> bool:
-        return self.inner.put_writes(thread_id, checkpoint_id, task_id, node, update)
-
-    def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:
-        return self.inner.get_writes(thread_id, checkpoint_id)
-
-    def release(self, thread_id: str) -> Sequence[Checkpoint]:
-        return self.inner.release(thread_id)
 
 
 def test_a_saver_without_pruning_says_what_to_implement_and_still_deletes_threads() -> None:
