@@ -353,7 +353,7 @@ def test_a_run_of_another_graph_is_refused_with_the_graph_it_belongs_to(db: str)
         (["runs", "cli_graphs:checkpointed", "--status", "paused"], "invalid choice: 'paused'"),
         (["runs", "cli_graphs:routed", "--before", "nope"], "--before nope: no such run of"),
         (["status", "json", "f" * 32], "module 'json' holds no compiled graph at its top"),
-        (["status", "cli_graphs:routed"], "the following arguments are required: RUN_ID"),
+        (["cancel", "cli_graphs:routed"], "the following arguments are required: RUN_ID"),
     ],
 )
 def test_usage_errors_say_what_is_wrong_with_exit_code_2(
@@ -445,3 +445,16 @@ def test_on_redis_runs_status_and_the_cancel_command_printed_on_ctrl_c(
         ]
         == ticks["values"]
     )
+
+
+def test_status_takes_a_run_id_alone_with_the_store_named_by_db(db: str) -> None:
+    """SPEC §11's ``status RUN_ID``: the run is read from the store ``--db`` names."""
+    run_id = run_id_in(ok(cli("run", "cli_runs_graphs:approval", "--thread", "alone", "--db", db)))
+    with_module = as_json(cli("status", "cli_runs_graphs", run_id, "--db", db, "--json"))
+    alone = as_json(cli("status", run_id, "--db", db, "--json"))
+    assert alone == with_module and alone["status"] == "parked"
+    assert run_id in ok(cli("status", run_id, "--db", db))
+    missing = cli("status", run_id)  # (no --db, no LGC_DATABASE_URL: LGC_* variables are cleared)
+    assert missing.returncode == 2 and "give it with --db URL" in missing.stderr
+    unknown = cli("status", "no-such-run", "--db", db)
+    assert unknown.returncode == 1 and "no run 'no-such-run'" in unknown.stderr

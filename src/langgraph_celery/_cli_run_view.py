@@ -263,6 +263,32 @@ def find_run(target: str, run_id: str) -> FoundRun:
     )
 
 
+def find_run_in_store(run_id: str) -> RunView:
+    """Run ``run_id`` in the store ``--db`` (or ``LGC_DATABASE_URL``) names, without a module."""
+    from langgraph_celery.checkpoint import SqlSaver
+    from langgraph_celery.errors import GraphStateError
+
+    url = os.environ.get("LGC_DATABASE_URL")
+    if not url:
+        raise UsageError(
+            "status RUN_ID reads the run from a checkpoint store: give it with --db URL (or "
+            "LGC_DATABASE_URL), or name the module whose graphs use it: status MODULE RUN_ID"
+        )
+    saver = SqlSaver(url)
+    try:
+        record = saver.get_run(run_id)
+        thread_id = record.thread_id if record is not None else saver.thread_of_run(run_id)
+        view = None if thread_id is None else latest_of_run(saver, thread_id, run_id, history=True)
+        if record is None and view is None:
+            raise GraphStateError(
+                f"no run {run_id!r} in the checkpoint store {scrubbed(url)}; check the run id "
+                "and that --db (or LGC_DATABASE_URL) names the database the run was stored in"
+            )
+        return run_view(view, record)
+    finally:
+        saver.dispose()
+
+
 def _thread_of(saver: BaseCheckpointSaver, run_id: str) -> str | None:
     return saver.thread_of_run(run_id) if isinstance(saver, RunIndex) else None
 

@@ -34,6 +34,7 @@ from langgraph_celery._cli_output import PROG, environment_flags, resume_command
 from langgraph_celery._cli_run_view import (
     RunView,
     find_run,
+    find_run_in_store,
     graph_key,
     latest_of_run,
     on_celery,
@@ -223,14 +224,28 @@ def add_parsers(
     )
     runs.add_argument("--before", metavar="RUN_ID", help="the page after this run")
     one_run = argparse.ArgumentParser(add_help=False, parents=[env, as_json])
-    one_run.add_argument(
-        "target",
-        metavar="MODULE[:GRAPH]",
-        help="the module whose graphs' store holds the run (or one graph of it)",
-    )
     one_run.add_argument("run_id", metavar="RUN_ID", help="as `run` prints it, `runs` lists it")
-    commands.add_parser("status", parents=[one_run], help="a run's status, interruption, error")
-    commands.add_parser("cancel", parents=[one_run], help="stop a running run (Celery)")
+    module_help = "the module whose graphs' store holds the run (or one graph of it)"
+    status = commands.add_parser(
+        "status",
+        parents=[one_run],
+        help="a run's status, interruption, error",
+        usage=f"{PROG} status [MODULE[:GRAPH]] RUN_ID [--db URL] [--json]",
+    )
+    status.add_argument(
+        "more",
+        nargs="?",
+        metavar="RUN_ID",
+        help=f"with MODULE[:GRAPH] first: {module_help}; "
+        "without it the store is --db (or LGC_DATABASE_URL)",
+    )
+    cancel = commands.add_parser(
+        "cancel",
+        parents=[one_run],
+        help="stop a running run (Celery)",
+        usage=f"{PROG} cancel MODULE[:GRAPH] RUN_ID [--json]",
+    )
+    cancel.add_argument("more", metavar="RUN_ID", help=f"after MODULE[:GRAPH], {module_help}")
 
 
 def cmd_runs(args: argparse.Namespace, out: IO[str]) -> int:
@@ -282,8 +297,23 @@ def _details_view(saver: BaseCheckpointSaver, record: RunRecord) -> CheckpointVi
     return latest_of_run(saver, record.thread_id, record.run_id, history=False)
 
 
+def _target_and_run(args: argparse.Namespace) -> tuple[str | None, str]:
+    """``[MODULE[:GRAPH]] RUN_ID`` as given: the module (``None`` without it) and the run id."""
+    if getattr(args, "more", None) is None:
+        return None, args.run_id
+    return args.run_id, args.more
+
+
 def cmd_status(args: argparse.Namespace, out: IO[str]) -> int:
-    found = find_run(args.target, args.run_id)
+    target, run_id = _target_and_run(args)
+    if target is None:
+        run = find_run_in_store(run_id)
+        if args.json:
+            print(to_json(run.to_json(), indent=2), file=out)
+        else:
+            print(block(run_lines(run)), file=out)
+        return 0
+    found = find_run(target, run_id)
     if args.json:
         print(to_json(found.run.to_json(), indent=2), file=out)
         return 0
@@ -296,7 +326,9 @@ def cmd_status(args: argparse.Namespace, out: IO[str]) -> int:
 def cmd_cancel(args: argparse.Namespace, out: IO[str]) -> int:
     from langgraph_celery.worker.handle import RunHandle
 
-    found = find_run(args.target, args.run_id)
+    target, run_id = _target_and_run(args)
+    assert target is not None  # (cancel's parser takes both)
+    found = find_run(target, run_id)
     run, graph = found.run, found.graph
     if not on_celery(graph):
         raise UsageError(
