@@ -458,3 +458,52 @@ def test_status_takes_a_run_id_alone_with_the_store_named_by_db(db: str) -> None
     assert missing.returncode == 2 and "give it with --db URL" in missing.stderr
     unknown = cli("status", "no-such-run", "--db", db)
     assert unknown.returncode == 1 and "no run 'no-such-run'" in unknown.stderr
+
+
+def test_cancel_takes_a_run_id_alone_with_the_store_named_by_db(db: str) -> None:
+    """SPEC §11's ``cancel RUN_ID``: the run is marked cancelled in the store ``--db`` names."""
+    target = "cli_runs_graphs:approval"
+    run_id = run_id_in(ok(cli("run", target, "--thread", "c-alone", "--db", db)))
+    missing = cli("cancel", run_id)
+    assert missing.returncode == 2 and "give it with --db URL" in missing.stderr
+    done = as_json(cli("cancel", run_id, "--db", db, "--json"))
+    assert done["cancelled"] is True and done["run"]["status"] == "cancelled"
+    listed = as_json(cli("runs", target, "--status", "cancelled", "--db", db, "--json"))
+    assert [r["run_id"] for r in listed["runs"]] == [run_id]
+    again = cli("cancel", run_id, "--db", db)
+    assert again.returncode == 0 and again.stdout == f"run {run_id} was cancelled already\n"
+    # resumable like any cancelled run
+    ok(cli("resume", target, "--thread", "c-alone", "--update", '{"approved": true}', "--db", db))
+    assert as_json(cli("status", run_id, "--db", db, "--json"))["status"] == "completed"
+    finished = cli("cancel", run_id, "--db", db)
+    assert finished.returncode == 1 and "is completed, neither running nor parked" in (
+        finished.stderr
+    )
+    unknown = cli("cancel", "no-such-run", "--db", db)
+    assert unknown.returncode == 1 and "no run 'no-such-run'" in unknown.stderr
+
+
+def test_on_redis_cancel_with_a_run_id_alone_stops_the_workers(worker: dict[str, str]) -> None:
+    """A process with only the store and the broker (no graph module) stops a running run."""
+    following = start("run", "cli_runs_graphs:slow", "--thread", "r-alone", **worker)
+    try:
+        assert following.stdout is not None
+        run_id = run_id_in(read_until(following.stdout, r"^tick: "))
+        db = worker["LGC_DATABASE_URL"]
+        out = ok(cli("cancel", run_id, "--db", db, "--broker", worker["LGC_BROKER_URL"]))
+        assert out.startswith(f"cancelled run {run_id} on thread r-alone")
+        _, err = following.communicate(timeout=30)
+    finally:
+        following.kill()
+        following.wait()
+    # the client following the run saw the cancel (woken through the broker's Redis)
+    assert following.returncode == 1 and f"run {run_id} was cancelled" in err
+    ticks = as_json(cli("state", "cli_runs_graphs:slow", "--thread", "r-alone", "--json", **worker))
+    time.sleep(1.0)  # nothing runs any more
+    assert (
+        as_json(cli("state", "cli_runs_graphs:slow", "--thread", "r-alone", "--json", **worker))[
+            "values"
+        ]
+        == ticks["values"]
+    )
+    assert as_json(cli("status", run_id, "--json", **worker))["status"] == "cancelled"

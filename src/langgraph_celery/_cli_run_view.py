@@ -20,8 +20,9 @@ them.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from langgraph_celery._cli_secrets import Secrets, mask_urls
 from langgraph_celery.checkpoint.index import RunIndex, RunRecord, RunStatus
 
 if TYPE_CHECKING:
+    from langgraph_celery.checkpoint import SqlSaver
     from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointView
     from langgraph_celery.graph.compiled import CompiledGraph
 
@@ -40,11 +42,13 @@ __all__ = [
     "FoundRun",
     "RunView",
     "find_run",
+    "find_run_in_store",
     "graph_key",
     "latest_of_run",
     "on_celery",
     "run_index",
     "run_view",
+    "store_of_environment",
     "thread_run",
 ]
 
@@ -263,30 +267,38 @@ def find_run(target: str, run_id: str) -> FoundRun:
     )
 
 
-def find_run_in_store(run_id: str) -> RunView:
-    """Run ``run_id`` in the store ``--db`` (or ``LGC_DATABASE_URL``) names, without a module."""
+@contextlib.contextmanager
+def store_of_environment(command: str) -> Iterator[SqlSaver]:
+    """The checkpoint store ``--db`` (or ``LGC_DATABASE_URL``) names, for ``command RUN_ID``."""
     from langgraph_celery.checkpoint import SqlSaver
-    from langgraph_celery.errors import GraphStateError
 
     url = os.environ.get("LGC_DATABASE_URL")
     if not url:
         raise UsageError(
-            "status RUN_ID reads the run from a checkpoint store: give it with --db URL (or "
-            "LGC_DATABASE_URL), or name the module whose graphs use it: status MODULE RUN_ID"
+            f"{command} RUN_ID reads the run from a checkpoint store: give it with --db URL (or "
+            f"LGC_DATABASE_URL), or name the module whose graphs use it: {command} MODULE RUN_ID"
         )
     saver = SqlSaver(url)
     try:
-        record = saver.get_run(run_id)
-        thread_id = record.thread_id if record is not None else saver.thread_of_run(run_id)
-        view = None if thread_id is None else latest_of_run(saver, thread_id, run_id, history=True)
-        if record is None and view is None:
-            raise GraphStateError(
-                f"no run {run_id!r} in the checkpoint store {scrubbed(url)}; check the run id "
-                "and that --db (or LGC_DATABASE_URL) names the database the run was stored in"
-            )
-        return run_view(view, record)
+        yield saver
     finally:
         saver.dispose()
+
+
+def find_run_in_store(saver: SqlSaver, run_id: str) -> RunView:
+    """Run ``run_id`` in ``saver``, the store ``--db`` (or ``LGC_DATABASE_URL``) names."""
+    from langgraph_celery.errors import GraphStateError
+
+    record = saver.get_run(run_id)
+    thread_id = record.thread_id if record is not None else saver.thread_of_run(run_id)
+    view = None if thread_id is None else latest_of_run(saver, thread_id, run_id, history=True)
+    if record is None and view is None:
+        where = scrubbed(os.environ.get("LGC_DATABASE_URL"))
+        raise GraphStateError(
+            f"no run {run_id!r} in the checkpoint store {where}; check the run id and that "
+            "--db (or LGC_DATABASE_URL) names the database the run was stored in"
+        )
+    return run_view(view, record)
 
 
 def _thread_of(saver: BaseCheckpointSaver, run_id: str) -> str | None:

@@ -1,18 +1,21 @@
 """Runs on the command line: ``runs``, ``status`` and ``cancel``, and the run ``state`` shows.
 
     langgraph-celery runs MODULE:GRAPH [--status S] [--limit N] [--before RUN_ID] [--json]
-    langgraph-celery status MODULE[:GRAPH] RUN_ID [--json]
-    langgraph-celery cancel MODULE[:GRAPH] RUN_ID [--json]
+    langgraph-celery status [MODULE[:GRAPH]] RUN_ID [--db URL] [--json]
+    langgraph-celery cancel [MODULE[:GRAPH]] RUN_ID [--db URL] [--broker URL] [--json]
 
 ``status`` and ``cancel`` take ``MODULE`` (the run's graph is found among the module's compiled
-graphs by its ``graph_id``) or ``MODULE:GRAPH``: a run id alone does not say where the run is
-stored (see :mod:`langgraph_celery._cli_run_view`, which also says what is known of a run).
+graphs by its ``graph_id``) or ``MODULE:GRAPH``, or the run id alone with the store given by
+``--db`` (or ``LGC_DATABASE_URL``): a run id does not say where the run is stored (see
+:mod:`langgraph_celery._cli_run_view`, which also says what is known of a run).
 
 ``cancel`` stops a run on Celery at its current step (``RunHandle.cancel``): nodes already
 running finish, no further step is dispatched, the checkpoints stay and a resume continues the
 thread.  A run that is not running (parked, failed, completed) is not cancelled (exit code 1).
 A graph run in process (no executor) is refused (exit code 2): its runs live in the process that
-runs them, which this command cannot reach.
+runs them, which this command cannot reach.  Without a module the command cannot tell: it marks
+the run cancelled in the store, which Celery workers obey at the next step; a run going on in
+process elsewhere does not read the mark (a parked one is cancelled wherever it ran).
 
 Tables are for people: cells are cut to a width and their control characters escaped, times are
 UTC.  ``--json`` prints strict JSON for scripts, in full.
@@ -21,10 +24,11 @@ UTC.  ``--json`` prints strict JSON for scripts, in full.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
@@ -40,6 +44,7 @@ from langgraph_celery._cli_run_view import (
     on_celery,
     run_index,
     run_view,
+    store_of_environment,
     thread_run,
 )
 from langgraph_celery.checkpoint.index import RunIndex, RunRecord, RunStatus
@@ -243,9 +248,15 @@ def add_parsers(
         "cancel",
         parents=[one_run],
         help="stop a running run (Celery)",
-        usage=f"{PROG} cancel MODULE[:GRAPH] RUN_ID [--json]",
+        usage=f"{PROG} cancel [MODULE[:GRAPH]] RUN_ID [--db URL] [--broker URL] [--json]",
     )
-    cancel.add_argument("more", metavar="RUN_ID", help=f"after MODULE[:GRAPH], {module_help}")
+    cancel.add_argument(
+        "more",
+        nargs="?",
+        metavar="RUN_ID",
+        help=f"with MODULE[:GRAPH] first: {module_help}; "
+        "without it the store is --db (or LGC_DATABASE_URL)",
+    )
 
 
 def cmd_runs(args: argparse.Namespace, out: IO[str]) -> int:
@@ -300,6 +311,11 @@ def _details_view(saver: BaseCheckpointSaver, record: RunRecord) -> CheckpointVi
 def _target_and_run(args: argparse.Namespace) -> tuple[str | None, str]:
     """``[MODULE[:GRAPH]] RUN_ID`` as given: the module (``None`` without it) and the run id."""
     if getattr(args, "more", None) is None:
+        if ":" in args.run_id:  # (a run id has no colon: this names a graph)
+            raise UsageError(
+                f"the following arguments are required: RUN_ID (after {args.run_id}; or the "
+                "run id alone with --db URL)"
+            )
         return None, args.run_id
     return args.run_id, args.more
 
@@ -307,7 +323,8 @@ def _target_and_run(args: argparse.Namespace) -> tuple[str | None, str]:
 def cmd_status(args: argparse.Namespace, out: IO[str]) -> int:
     target, run_id = _target_and_run(args)
     if target is None:
-        run = find_run_in_store(run_id)
+        with store_of_environment("status") as saver:
+            run = find_run_in_store(saver, run_id)
         if args.json:
             print(to_json(run.to_json(), indent=2), file=out)
         else:
@@ -324,10 +341,16 @@ def cmd_status(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace, out: IO[str]) -> int:
+    from langgraph_celery.worker.cancelling import cancel_run
     from langgraph_celery.worker.handle import RunHandle
 
     target, run_id = _target_and_run(args)
-    assert target is not None  # (cancel's parser takes both)
+    if target is None:
+        with store_of_environment("cancel") as saver:
+            run = find_run_in_store(saver, run_id)
+            cancelled = cancel_run(saver, run.thread_id, run.run_id, wake=_wake_up())
+            after = find_run_in_store(saver, run_id)
+        return _cancelled(args, out, run, after, cancelled, [])
     found = find_run(target, run_id)
     run, graph = found.run, found.graph
     if not on_celery(graph):
@@ -338,6 +361,35 @@ def cmd_cancel(args: argparse.Namespace, out: IO[str]) -> int:
         )
     cancelled = RunHandle(run.run_id, run.thread_id, graph).cancel()
     after = find_run(found.target, run.run_id).run
+    hints = _hints(after, found.target, graph, environment_flags(args))
+    return _cancelled(args, out, run, after, cancelled, hints)
+
+
+def _wake_up() -> Callable[[str, bool], None] | None:
+    """Without a module: the wake-ups of the broker ``--broker`` (or ``LGC_BROKER_URL``) names,
+    when it is Redis, so a client following the run sees the cancel at once (else within its
+    polling interval)."""
+    from celery import Celery
+
+    from langgraph_celery.worker.notify import Notifier
+
+    broker = os.environ.get("LGC_BROKER_URL")
+    if not broker:
+        return None
+    app = Celery("langgraph-celery-cancel", broker=broker)
+    app.conf.result_backend = os.environ.get("LGC_RESULT_BACKEND")
+    return Notifier(app).publish
+
+
+def _cancelled(
+    args: argparse.Namespace,
+    out: IO[str],
+    run: RunView,
+    after: RunView,
+    cancelled: bool,
+    hints: Sequence[str],
+) -> int:
+    """Say what ``cancel`` did: 0 when the run is cancelled, 1 when there was nothing to do."""
     done = cancelled or after.status is RunStatus.CANCELLED
     if args.json:
         print(to_json({"cancelled": cancelled, "run": after.to_json()}, indent=2), file=out)
@@ -348,7 +400,7 @@ def cmd_cancel(args: argparse.Namespace, out: IO[str]) -> int:
             "its checkpoints stay, and a resume continues it",
             file=out,
         )
-        for line in _hints(after, found.target, graph, environment_flags(args)):
+        for line in hints:
             print(line, file=out)
     elif done:
         print(f"run {run.run_id} was cancelled already", file=out)

@@ -6,8 +6,8 @@
     langgraph-celery state MODULE:GRAPH --thread ID [--json]
     langgraph-celery history MODULE:GRAPH --thread ID
     langgraph-celery runs MODULE:GRAPH [--status S] [--limit N] [--before RUN_ID] [--json]
-    langgraph-celery status MODULE[:GRAPH] RUN_ID [--json]
-    langgraph-celery cancel MODULE[:GRAPH] RUN_ID [--json]
+    langgraph-celery status [MODULE[:GRAPH]] RUN_ID [--db URL] [--json]
+    langgraph-celery cancel [MODULE[:GRAPH]] RUN_ID [--db URL] [--broker URL] [--json]
     langgraph-celery prune MODULE:GRAPH (--thread ID | --all) --keep-last N [--dry-run] [--json]
     langgraph-celery draw MODULE:GRAPH [--format mermaid|plantuml]
     langgraph-celery worker MODULE [CELERY WORKER OPTIONS...]

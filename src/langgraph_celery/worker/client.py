@@ -7,11 +7,9 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
-
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from langgraph_celery import errors
 from langgraph_celery.checkpoint.base import (
@@ -27,8 +25,11 @@ from langgraph_celery.graph._local import Outcome
 from langgraph_celery.graph._loop import Extra, Failure, Mark, RunStatus, Status, StepMarks
 from langgraph_celery.graph._sync import SHARED_POOL
 from langgraph_celery.graph.config import RunnableConfig
-from langgraph_celery.graph.types import END, START, GraphInput, NodeOutput
-from langgraph_celery.worker import names
+from langgraph_celery.graph.types import START, GraphInput, NodeOutput
+from langgraph_celery.worker import cancelling, names
+from langgraph_celery.worker._store_calls import STORE_ERRORS, pauses
+from langgraph_celery.worker._store_calls import astore as _astore
+from langgraph_celery.worker._store_calls import store as _store
 from langgraph_celery.worker.notify import Subscription
 from langgraph_celery.worker.runtime import jsonable_config
 from langgraph_celery.worker.streaming import decode
@@ -42,41 +43,9 @@ __all__ = ["CelerySource", "read_status", "status_of"]
 _POLL_MIN, _POLL_MAX = 0.0005, 0.02
 #: With wake-ups, how long a client waits for one before reading the store anyway.
 _WAKE_FALLBACK = 0.25
-#: A dropped connection to the checkpoint store (killed, failover): the client makes the call
-#: again, up to this many times with a growing pause (about 6 s in all), before giving up.
-_STORE_ERRORS = (OperationalError, InterfaceError)
-_STORE_ATTEMPTS = 9
-
 T = TypeVar("T")
 
 log = logging.getLogger("langgraph_celery.client")
-
-
-def _pauses() -> Iterator[float]:
-    pause = 0.05
-    for _ in range(_STORE_ATTEMPTS - 1):
-        yield pause
-        pause = min(pause * 2, 1.0)
-
-
-def _store(call: Callable[..., T], *args: Any) -> T:
-    """``call(*args)``, a read or an idempotent write of the store, made again if the connection
-    drops (the pool replaces a connection that failed)."""
-    for pause in _pauses():
-        try:
-            return call(*args)
-        except _STORE_ERRORS:
-            time.sleep(pause)
-    return call(*args)
-
-
-async def _astore(call: Callable[[], Awaitable[T]]) -> T:
-    for pause in _pauses():
-        try:
-            return await call()
-        except _STORE_ERRORS:
-            await asyncio.sleep(pause)
-    return await call()
 
 
 def status_of(view: CheckpointView) -> Status:
@@ -374,10 +343,10 @@ class CelerySource:
                 store=runtime.store_first,
             )
 
-        for pause in _pauses():
+        for pause in pauses():
             try:
                 return await begin()
-            except _STORE_ERRORS:
+            except STORE_ERRORS:
                 now = _store(runtime.saver.get, config.thread_id or "")
                 if (now.checkpoint_id if now is not None else None) == before:
                     await asyncio.sleep(pause)
@@ -631,45 +600,16 @@ class CelerySource:
 
     def latest_of_run(self, thread_id: str, run_id: str) -> Checkpoint | None:
         """The latest checkpoint of run ``run_id`` of the thread (usually the thread's latest)."""
-        saver = self.runtime.saver
-        latest = saver.get(thread_id)
-        if latest is not None and latest.run_id != run_id:
-            for checkpoint in saver.list(thread_id):
-                if checkpoint.run_id == run_id:
-                    return checkpoint
-        return latest
+        return cancelling.latest_of_run(self.runtime.saver, thread_id, run_id)
 
     def cancel(self, thread_id: str, run_id: str) -> bool:
-        """Stop run ``run_id`` at its current step, or cancel it where it is parked; True if this
-        call cancelled it (False when it had failed, completed or been cancelled, or reached END
-        while being cancelled: it stays completed).  A cancelled run is resumable.
-
-        Nodes already running finish, but no further step is dispatched: the next node task
-        sees the mark on its parent checkpoint and stops.
-        """
+        """Stop run ``run_id`` at its current step, or cancel it where it is parked (see
+        :func:`~langgraph_celery.worker.cancelling.cancel_run`); True if this call cancelled it."""
         runtime = self.runtime
-
-        def latest_of_run() -> Checkpoint | None:
-            return self.latest_of_run(thread_id, run_id)
-
-        status = read_status(runtime, _store(latest_of_run))
-        cancellable = (RunStatus.RUNNING, RunStatus.PARKED)
-        if status.status not in cancellable or status.checkpoint is None:
-            return False
-        marked = status.checkpoint
-        cancelled = _store(runtime.mark, marked, Mark.CANCEL, END, {})
-        # A step that was finishing may have stored the next checkpoint meanwhile: mark it too
-        # (never one where the run completed).
-        for _ in range(3):
-            newest = _store(latest_of_run)
-            if newest is None or newest.checkpoint_id == marked.checkpoint_id:
-                break
-            if not _loop.has_pending(newest):
-                return False
-            _store(runtime.mark, newest, Mark.CANCEL, END, {})
-            marked = newest
-        _store(runtime.saver.clear_timer, marked.thread_id, marked.run_id)
-        took_effect = cancelled and read_status(runtime, marked).status is RunStatus.CANCELLED
-        if took_effect:
-            _store(runtime.record, marked, RunStatus.CANCELLED)
-        return took_effect
+        return cancelling.cancel_run(
+            runtime.saver,
+            thread_id,
+            run_id,
+            wake=runtime.executor.notifier.publish,
+            record=runtime.record,
+        )

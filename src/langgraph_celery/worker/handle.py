@@ -14,12 +14,12 @@ from langgraph_celery.graph._local import Outcome
 from langgraph_celery.graph._loop import Status
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import GraphResult, NodeOutput
+from langgraph_celery.worker._store_calls import store as _store
 from langgraph_celery.worker.client import (
     _POLL_MAX,
     _POLL_MIN,
     _WAKE_FALLBACK,
     CelerySource,
-    _store,
     read_status,
     status_of,
 )
