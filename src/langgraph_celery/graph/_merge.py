@@ -312,10 +312,16 @@ def resolve_interrupts(spec: GraphSpec, config: CompileConfig) -> CompileConfig:
     subgraph's entry nodes; a merged subgraph's id in ``interrupt_after`` is refused."""
     for name in config.interrupt_after:
         if name in spec.entries:
+            after = spec.outline.edges.get(name, ()) if spec.outline is not None else ()
+            instead = (
+                f"interrupt_before={[t for t in after if t != END]!r}"
+                if after and END not in after
+                else "interrupt_before on the node that follows it"
+            )
             raise GraphDefinitionError(
                 f"interrupt_after names the merged subgraph {name!r}, which ends at whichever "
-                f"of its nodes reaches its END; name those nodes ({name!r}-<node>), or put "
-                "interrupt_before on the node that follows it"
+                f"of its nodes reaches its END; name those nodes ('{name}-<node>'), or use "
+                f"{instead}"
             )
     before = _unique(
         node for name in config.interrupt_before for node in spec.entries.get(name, (name,))

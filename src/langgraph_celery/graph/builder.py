@@ -151,7 +151,7 @@ class StateGraph:
     def add_node(
         self,
         id: str | Callable[..., Any],
-        action: Callable[..., Any] | None = None,
+        action: Callable[..., Any] | StateGraph | None = None,
         destinations: Mapping[Hashable, str] | Sequence[str] | None = None,
         *,
         timeout: float | None = None,
