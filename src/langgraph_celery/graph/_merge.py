@@ -15,9 +15,12 @@ the child's edges to ``END`` (plain, conditional, a command node's destinations)
 
 The state is one: the child's channels join the parent's schema; a key both declare must have
 the same reducer (the same function, or none in both), else a :class:`GraphDefinitionError`
-names the key.  The parent's channel (its default) is the one used.  Checkpoints, threads and
-interruptions are the parent's; ``interrupt_before=[id]`` stops before the child's entry nodes
-(:attr:`GraphSpec.entries`), and ``interrupt_after=[id]`` is refused (name a node of the child).
+names the key.  The parent's channel (its default) is the one used.  A typed parent's schema
+gains the child's keys (validated by the child's pydantic fields, if any); an untyped parent
+stays untyped (the child's field types are still registered with the saver's serializer).
+Checkpoints, threads and interruptions are the parent's; ``interrupt_before=[id]`` stops before
+the child's entry nodes (:attr:`GraphSpec.entries`), and ``interrupt_after=[id]`` is refused
+(name a node of the child).
 
 A child's hooks apply to the child's nodes only: a hook it registered for every node becomes one
 per merged node, after the parent's hooks (so the parent's wrap hooks are outermost).  A parent
@@ -32,6 +35,7 @@ from typing import Any
 
 from langgraph_celery.errors import GraphDefinitionError
 from langgraph_celery.graph._callables import CallableSpec
+from langgraph_celery.graph._typed import TypedSchema
 from langgraph_celery.graph.builder import ConditionalEdge, GraphSpec, Hook, Join
 from langgraph_celery.graph.config import CompileConfig
 from langgraph_celery.graph.state import Channel
@@ -79,6 +83,29 @@ def _merge_schema(
                 "state: give the key the same reducer in both schemas (or leave it out of one)"
             )
     return schema
+
+
+def _extend_typed(typed: TypedSchema | None, child: GraphSpec) -> TypedSchema | None:
+    """The parent's typed schema with the child's keys added (a node may write them), checked
+    by the child's validators when the parent validates (pydantic), else accepted as they are.
+    An untyped parent stays untyped."""
+    if typed is None:
+        return None
+    inner = child.typed
+    added = (set(child.schema) | (set(inner.keys) if inner else set())) - typed.keys
+    types = typed.types + tuple(t for t in (inner.types if inner else ()) if t not in typed.types)
+    if not added and types == typed.types:
+        return typed
+    validators = dict(typed.validators)
+    if validators:
+        from pydantic import TypeAdapter
+
+        for key in added:
+            found = inner.validators.get(key) if inner is not None else None
+            validators[key] = found if found is not None else TypeAdapter(Any)
+    return dataclasses.replace(
+        typed, keys=typed.keys | frozenset(added), validators=validators, types=types
+    )
 
 
 class _Merge:
@@ -268,8 +295,10 @@ class _Merge:
 
     def spec(self) -> GraphSpec:
         schema = dict(self.parent.schema)
+        typed = self.parent.typed
         for node, child in self.children.items():
             schema = _merge_schema(schema, node, child.schema)
+            typed = _extend_typed(typed, child)
         edges, conditional = self.edges()
         timeouts = {n: t for n, t in self.parent.timeouts.items() if n not in self.children}
         subgraphs = dict(self.parent.subgraphs)
@@ -294,6 +323,7 @@ class _Merge:
             hooks=self.hooks(),
             timeouts=timeouts,
             destinations=self.destinations(),
+            typed=typed,
             subgraphs=subgraphs,
             merged={},
             outline=dataclasses.replace(self.parent, merged=dict(self.children)),

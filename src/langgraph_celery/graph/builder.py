@@ -365,9 +365,18 @@ class StateGraph:
         if not isinstance(config, CompileConfig):
             raise TypeError(f"compile() takes a CompileConfig, got {type(config).__name__}")
         spec, config = self._build(config)
-        if spec.typed is not None and config.checkpoint_saver is not None:
-            _allow_stored_types(spec.typed, config.checkpoint_saver.serializer)
+        if config.checkpoint_saver is not None:
+            for typed in self._typed_schemas():
+                _allow_stored_types(typed, config.checkpoint_saver.serializer)
         return CompiledGraph(spec, config)
+
+    def _typed_schemas(self) -> list[TypedSchema]:
+        """The typed schemas of this graph and of its merged subgraphs, nested ones too."""
+        found = [self._typed] if self._typed is not None else []
+        for child in self._merged.values():
+            if child is not self:
+                found.extend(t for t in child._typed_schemas() if t not in found)
+        return found
 
     def _build(self, config: CompileConfig) -> tuple[GraphSpec, CompileConfig]:
         """The checked spec, with the merged subgraphs merged in, and ``config`` with the
