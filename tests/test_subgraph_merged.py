@@ -694,6 +694,15 @@ def test_a_merged_id_that_the_parent_has_already_is_refused() -> None:
         parent.compile()
 
 
+def test_a_merged_id_longer_than_ids_may_be_is_refused() -> None:
+    long_name = "n" * 253  # a node id may have 255 characters: "sub-" makes it 257
+    child = messages_graph().add_node(long_name, make_node("x"))
+    child.add_edge(START, long_name).add_edge(long_name, END)
+    parent = messages_graph().add_node("sub", child).add_edge(START, "sub").add_edge("sub", END)
+    with pytest.raises(GraphDefinitionError, match="subgraph 'sub': merged node id is 257"):
+        parent.compile()
+
+
 def test_an_edge_to_the_subgraph_must_exist_as_built() -> None:
     parent = messages_graph().add_node("B", child_b1_b2()).add_edge(START, "B")
     with pytest.raises(GraphDefinitionError, match="node 'B' has no outgoing edge"):

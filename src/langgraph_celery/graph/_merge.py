@@ -37,7 +37,7 @@ from langgraph_celery.errors import GraphDefinitionError
 from langgraph_celery.graph._callables import CallableSpec
 from langgraph_celery.graph._typed import TypedSchema
 from langgraph_celery.graph.builder import ConditionalEdge, GraphSpec, Hook, Join
-from langgraph_celery.graph.config import CompileConfig
+from langgraph_celery.graph.config import CompileConfig, check_id
 from langgraph_celery.graph.state import Channel
 from langgraph_celery.graph.types import END, START
 
@@ -179,6 +179,9 @@ class _Merge:
                 if node in self.end_bridge:
                     added[self.end_bridge[node]] = _BRIDGE
             for new in added:
+                too_long = check_id("merged node id", new)
+                if too_long:
+                    raise GraphDefinitionError(f"subgraph {node!r}: {too_long}")
                 if new in nodes or (new != node and new in self.parent.nodes):
                     raise GraphDefinitionError(
                         f"subgraph {node!r} adds node {new!r}, which the graph has already; "
