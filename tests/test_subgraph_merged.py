@@ -718,3 +718,75 @@ def test_a_failing_merged_node_is_named_by_its_merged_id() -> None:
     with pytest.raises(NodeError) as caught:
         parent.compile().invoke({})
     assert caught.value.node_id == "sub-x"
+
+
+def test_a_command_node_of_the_child_going_to_end_continues_with_the_parent() -> None:
+    child = (
+        messages_graph()
+        .add_node(
+            "decide",
+            lambda state: Command(goto=END, update={"messages": "decided"}),
+            [END, "other"],
+        )
+        .add_node("other", make_node("other"))
+        .add_edge(START, "decide")
+        .add_edge("other", END)
+    )
+    parent = (
+        messages_graph()
+        .add_node("sub", child)
+        .add_node("after", make_node("after"))
+        .add_edge(START, "sub")
+        .add_edge("sub", "after")
+        .add_edge("after", END)
+    )
+    app = parent.compile()
+    assert app.spec.destinations["sub-decide"] == {END: "after", "other": "sub-other"}
+    assert execute(app, {}) == [START, "sub-decide", "after", END]
+    assert app.invoke({}).value("messages") == ["decided", "after"]
+
+
+def test_a_parent_that_fans_out_after_a_child_ending_by_label_gets_an_end_bridge() -> None:
+    parent = (
+        messages_graph()
+        .add_node("sub", child_b1_b2_c())
+        .add_node("x", make_node("x"))
+        .add_node("y", make_node("y"))
+        .add_edge(START, "sub")
+        .add_edge("sub", "x")
+        .add_edge("sub", "y")
+        .add_edge("x", END)
+        .add_edge("y", END)
+    )
+    app = parent.compile()
+    # B2's label END names one node: the bridge, which fans out to x and y
+    assert app.spec.conditional["sub-B2"].mapping == {END: "sub-__END__", "c": "sub-C"}
+    assert app.spec.edges["sub-__END__"] == ("x", "y")
+    assert app.spec.edges["sub-C"] == ("sub-__END__",)
+    assert execute(app, {}) == [START, "sub-B1", "sub-B2", "sub-C", "sub-__END__", "x", "y", END]
+
+
+def test_a_label_into_a_child_that_fans_out_gets_a_start_bridge() -> None:
+    child = (
+        messages_graph()
+        .add_node("a", make_node("a"))
+        .add_node("b", make_node("b"))
+        .add_edge(START, "a")
+        .add_edge(START, "b")
+        .add_edge("a", END)
+        .add_edge("b", END)
+    )
+    parent = (
+        messages_graph()
+        .add_node("go", lambda state: Command(goto="sub"), ["sub", END])
+        .add_node("sub", child)
+        .add_edge(START, "go")
+        .add_edge("sub", END)
+    )
+    app = parent.compile()
+    assert app.spec.destinations["go"] == {"sub": "sub-__START__", END: END}
+    assert app.spec.edges["sub-__START__"] == ("sub-a", "sub-b")
+    assert execute(app, {}) == [START, "go", "sub-__START__", "sub-a", "sub-b", END]
+    # the plain edge from START needs no bridge: it fans out itself
+    plain = messages_graph().add_node("sub", child).add_edge(START, "sub").add_edge("sub", END)
+    assert plain.compile().spec.edges[START] == ("sub-a", "sub-b")
