@@ -790,3 +790,37 @@ def test_a_label_into_a_child_that_fans_out_gets_a_start_bridge() -> None:
     # the plain edge from START needs no bridge: it fans out itself
     plain = messages_graph().add_node("sub", child).add_edge(START, "sub").add_edge("sub", END)
     assert plain.compile().spec.edges[START] == ("sub-a", "sub-b")
+
+
+def test_the_parents_wrap_hooks_are_outermost_and_its_before_hooks_run_after_the_childs() -> None:
+    log: list[str] = []
+
+    def wrap(name: str) -> Any:
+        def hook(node: str, state: AgentState, config: RunnableConfig, action: Any) -> Any:
+            log.append(f"{name} enters {node}")
+            result = action(state, config)
+            log.append(f"{name} leaves {node}")
+            return result
+
+        return hook
+
+    def before(name: str) -> Any:
+        return lambda node, state, config: log.append(f"{name} before {node}")
+
+    child = messages_graph().add_node("x", lambda state: log.append("x runs"))
+    child.add_edge(START, "x").add_edge("x", END)
+    child.add_wrap_call_node_hook(wrap("child")).add_before_call_node_hook(before("child"))
+    parent = messages_graph().add_node("sub", child).add_edge(START, "sub").add_edge("sub", END)
+    parent.add_wrap_call_node_hook(wrap("parent")).add_before_call_node_hook(before("parent"))
+    parent.compile().invoke({})
+    # before hooks run last-added first (the child's were added to the parent after its own),
+    # wrap hooks nest first-added outermost (SPEC §6)
+    assert log == [
+        "child before sub-x",
+        "parent before sub-x",
+        "parent enters sub-x",
+        "child enters sub-x",
+        "x runs",
+        "child leaves sub-x",
+        "parent leaves sub-x",
+    ]
