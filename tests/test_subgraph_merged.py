@@ -14,6 +14,8 @@ schemas, errors.
 from __future__ import annotations
 
 import operator
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -824,3 +826,17 @@ def test_the_parents_wrap_hooks_are_outermost_and_its_before_hooks_run_after_the
         "child leaves sub-x",
         "parent leaves sub-x",
     ]
+
+
+def test_the_example_of_docs_subgraphs_md_runs_as_its_comments_say() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "subgraphs.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.DOTALL)
+    assert code is not None
+    namespace: dict[str, Any] = {}
+    exec(compile(code.group(1), "docs/subgraphs.md", "exec"), namespace)
+    app, config = namespace["app"], namespace["config"]
+    assert app.get_state(config).state["log"] == ["plan", "draft", "approved by ana", "send"]
+    nodes = [snapshot.node for snapshot in reversed(app.get_state_history(config))]
+    wanted = ("plan", "review-__START__", "review-draft", "review-approve", "send")
+    assert list(dict.fromkeys(node for node in nodes if node in wanted)) == list(wanted)
+    assert "# ['__START__', 'plan', 'review-__START__', 'review-draft']" in code.group(1)
