@@ -171,6 +171,9 @@ class StateGraph:
         ``TimeoutError`` retries it).  In process an async action is cancelled and a plain one
         is reported as timed out (its thread cannot be stopped and finishes in the background);
         on Celery it is the task's soft time limit, with a hard limit a little above it.
+
+        ``action`` may be a :class:`StateGraph`: a merged subgraph, whose nodes join this graph
+        at compile as ``f"{id}-{node}"`` (see :mod:`langgraph_celery.graph._merge`).
         """
         if action is None and not isinstance(id, str):
             action = id
