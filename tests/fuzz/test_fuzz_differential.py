@@ -4,7 +4,8 @@ A graph is a spec drawn from a seed (``apps/fuzz_graphs.py``): chains, fan-outs 
 conditional routes (by parity, bounded loops, label lists, ``Command``), ``Send`` fan-outs,
 appender, reducer and overwrite keys, ``RemoveByHash``/``ReplaceAllWith``/``MARK_FOR_REMOVAL``,
 non-JSON values (tuple, bytes, date, frozenset), async nodes, ``GraphInterrupt`` gates, failing
-nodes, ``interrupt_before``/``interrupt_after`` (with and without ``interrupt_before_edge``).
+nodes, ``interrupt_before``/``interrupt_after`` (with and without ``interrupt_before_edge``),
+a node built as a merged subgraph.
 The worker compiled seeds ``0..N-1`` at import; hypothesis picks a seed and what the run is given
 (input, metadata, recursion limit, the updates of each resume, a second run on the thread) and
 the test runs the same calls on the in-process graph (``MemorySaver``) and on the worker's
@@ -168,6 +169,7 @@ def local_graph(spec: Mapping[str, Any], **overrides: Any) -> CompiledGraph:
 def _describe(spec: Mapping[str, Any], case: Case) -> None:
     note(f"spec: {json.dumps(spec)}")
     note(f"case: {case!r}")
+    event("a merged subgraph" if spec.get("merged") else "no merged subgraph")
 
 
 @pytest.mark.timeout(900)

@@ -70,6 +70,15 @@ class GraphSpec:
     destinations: Mapping[str, Mapping[Hashable, str]] = dataclasses.field(default_factory=dict)
     #: the typed schema (TypedDict, dataclass, pydantic model) the graph was built with, if any
     typed: TypedSchema | None = None
+    #: compiled subgraphs by node id (``add_node(id, CompiledGraph)``)
+    subgraphs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: merged subgraphs by node id (``add_node(id, StateGraph)``), each as its own spec: set on
+    #: :attr:`outline`, the graph as built, which diagrams draw (see :mod:`._merge`)
+    merged: Mapping[str, GraphSpec] = dataclasses.field(default_factory=dict)
+    #: the graph as built, before its merged subgraphs were merged into it (``None`` if none)
+    outline: GraphSpec | None = None
+    #: where each merged subgraph (nested ones too, by merged id) is entered: its first nodes
+    entries: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     @functools.cached_property
     def node_index(self) -> dict[str, int]:
@@ -133,13 +142,16 @@ class StateGraph:
         self._joins: list[Join] = []
         self._hooks: list[Hook] = []
         self._problems: list[str] = []
+        #: merged subgraphs by node id (``add_node(id, StateGraph)``), merged at compile
+        self._merged: dict[str, StateGraph] = {}
+        self._building = False
 
     # -- nodes and edges ----------------------------------------------------------------------
 
     def add_node(
         self,
         id: str | Callable[..., Any],
-        action: Callable[..., Any] | None = None,
+        action: Callable[..., Any] | StateGraph | None = None,
         destinations: Mapping[Hashable, str] | Sequence[str] | None = None,
         *,
         timeout: float | None = None,
@@ -159,6 +171,9 @@ class StateGraph:
         ``TimeoutError`` retries it).  In process an async action is cancelled and a plain one
         is reported as timed out (its thread cannot be stopped and finishes in the background);
         on Celery it is the task's soft time limit, with a hard limit a little above it.
+
+        ``action`` may be a :class:`StateGraph`: a merged subgraph, whose nodes join this graph
+        at compile as ``f"{id}-{node}"`` (see :mod:`langgraph_celery.graph._merge`).
         """
         if action is None and not isinstance(id, str):
             action = id
@@ -186,6 +201,8 @@ class StateGraph:
             self._problems.append(str(check_id("node id", id)))
         elif id in self._nodes:
             self._problems.append(f"node {id!r} is added twice; node ids must be unique")
+        elif isinstance(action, StateGraph):
+            self._add_merged(id, action, destinations, timeout)
         elif not callable(action):
             self._problems.append(
                 f"node {id!r}: action must be callable, got {type(action).__name__}"
@@ -195,6 +212,33 @@ class StateGraph:
             if destinations is not None:
                 self._add_destinations(id, destinations)
         return self
+
+    def _add_merged(
+        self,
+        id: str,
+        subgraph: StateGraph,
+        destinations: Mapping[Hashable, str] | Sequence[str] | None,
+        timeout: float | None,
+    ) -> None:
+        """``add_node(id, StateGraph)``: the subgraph's nodes are merged in at compile (see
+        :mod:`langgraph_celery.graph._merge`); until then ``id`` stands for them."""
+        if subgraph is self:
+            self._problems.append(f"node {id!r}: a graph cannot be merged into itself")
+        elif destinations is not None:
+            self._problems.append(
+                f"node {id!r} is a merged subgraph: its exits are its edges to END, continued "
+                f"by {id!r}'s edges; add those with add_edge or add_conditional_edges instead "
+                "of destinations"
+            )
+        elif timeout is not None:
+            self._timeouts.pop(id, None)
+            self._problems.append(
+                f"node {id!r} is a merged subgraph: give its nodes their timeouts in the "
+                "subgraph (add_node(..., timeout=...))"
+            )
+        else:
+            self._nodes[id] = _MERGED_PLACEHOLDER
+            self._merged[id] = subgraph
 
     def _named(self, action: Any) -> Any:
         """The id ``add_node(action)`` gives ``action``: its ``__name__``."""
@@ -323,11 +367,45 @@ class StateGraph:
         config = config if config is not None else CompileConfig()
         if not isinstance(config, CompileConfig):
             raise TypeError(f"compile() takes a CompileConfig, got {type(config).__name__}")
-        spec = self._freeze()
-        _validate(spec, self._problems, config)
-        if spec.typed is not None and config.checkpoint_saver is not None:
-            _allow_stored_types(spec.typed, config.checkpoint_saver.serializer)
+        spec, config = self._build(config)
+        if config.checkpoint_saver is not None:
+            for typed in self._typed_schemas():
+                _allow_stored_types(typed, config.checkpoint_saver.serializer)
         return CompiledGraph(spec, config)
+
+    def _typed_schemas(self) -> list[TypedSchema]:
+        """The typed schemas of this graph and of its merged subgraphs, nested ones too."""
+        found = [self._typed] if self._typed is not None else []
+        for child in self._merged.values():
+            if child is not self:
+                found.extend(t for t in child._typed_schemas() if t not in found)
+        return found
+
+    def _build(self, config: CompileConfig) -> tuple[GraphSpec, CompileConfig]:
+        """The checked spec, with the merged subgraphs merged in, and ``config`` with the
+        interrupts that name them resolved."""
+        spec = self._freeze()
+        if self._merged:
+            from langgraph_celery.graph._merge import merge_subgraphs, resolve_interrupts
+
+            if self._building:
+                raise GraphDefinitionError("a merged subgraph contains its own parent graph")
+            # the graph as built first (each subgraph one node), so errors name what was added
+            _validate(dataclasses.replace(spec, hooks=()), self._problems, CompileConfig())
+            children: dict[str, GraphSpec] = {}
+            self._building = True
+            try:
+                for node, child in self._merged.items():
+                    try:
+                        children[node], _ = child._build(CompileConfig())
+                    except GraphDefinitionError as error:
+                        raise GraphDefinitionError(f"subgraph {node!r}: {error}") from error
+            finally:
+                self._building = False
+            spec = merge_subgraphs(spec, children)
+            config = resolve_interrupts(spec, config)
+        _validate(spec, self._problems, config)
+        return spec, config
 
     def _freeze(self) -> GraphSpec:
         return GraphSpec(
@@ -342,6 +420,15 @@ class StateGraph:
             destinations={node: dict(d) for node, d in self._destinations.items()},
             typed=self._typed,
         )
+
+
+def _merged_placeholder(state: Any) -> None:
+    """What a merged subgraph's id stands for in the graph as built: never run (the
+    subgraph's nodes are merged in at compile)."""
+    raise AssertionError("a merged subgraph's placeholder ran")
+
+
+_MERGED_PLACEHOLDER = CallableSpec.of(_merged_placeholder)
 
 
 def _allow_stored_types(typed: TypedSchema, serializer: object) -> None:

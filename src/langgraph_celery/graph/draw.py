@@ -1,5 +1,11 @@
 """Diagrams of a graph as text: Mermaid flowcharts and PlantUML.
 
+A subgraph node (merged, ``add_node(id, StateGraph)``, or compiled, ``add_node(id,
+CompiledGraph)``) is drawn as a block of its own (Mermaid ``subgraph``, PlantUML ``package``)
+holding the subgraph's START, nodes, END and edges, nested as deep as subgraphs nest; the
+enclosing graph's edges reach the block.  A merged graph is drawn as built (its
+:attr:`GraphSpec.outline`), not as the merged nodes it runs.
+
 Every text drawn (the title, node names, edge labels) is one line: each control character (line
 breaks, tabs, Unicode line and paragraph separators) becomes a space, so no text can end its line
 and add lines of diagram syntax (a second ``@startuml`` diagram, a Mermaid front matter key).  A
@@ -50,10 +56,7 @@ def _ident(node: str) -> str:
         return "__start__"
     if node == END:
         return "__end__"
-    # Injective: letters and digits stay, every other character (``_`` included) becomes
-    # ``_<hex>_``, so "step 1" and "step_1" never share an identifier.
-    cleaned = re.sub(r"[^A-Za-z0-9]", lambda m: f"_{ord(m.group()):x}_", node)
-    return f"n_{cleaned}"
+    return f"n_{_clean(node)}"
 
 
 def _one_line(text: str) -> str:
@@ -75,32 +78,123 @@ def _yaml_title(title: str) -> str:
     return '"' + title.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _clean(node: str) -> str:
+    # Injective: letters and digits stay, every other character (``_`` included) becomes
+    # ``_<hex>_``, so "step 1" and "step_1" never share an identifier.
+    return re.sub(r"[^A-Za-z0-9]", lambda m: f"_{ord(m.group()):x}_", node)
+
+
+def _path_ident(path: tuple[str, ...]) -> str:
+    """The identifier of a node inside nested blocks: ``path`` is the ids of the enclosing
+    subgraph nodes, then the node's own (``START``/``END`` for a block's own circles).  The
+    length of each part is written before it, so no two paths share one, nor a top-level
+    node (``n_...``); a block's START and END end in ``_start`` and ``_end``."""
+    if len(path) == 1:
+        return _ident(path[0])
+    *blocks, node = path
+    parts = "".join(f"_{len(part)}_{part}" for part in map(_clean, blocks))
+    last = {START: "_start", END: "_end"}.get(node) or f"_{len(_clean(node))}_{_clean(node)}"
+    return f"s{parts}{last}"
+
+
+def _view(spec: GraphSpec) -> GraphSpec:
+    """The graph as built: merged subgraphs as nodes of their own (drawn as blocks)."""
+    return spec.outline if spec.outline is not None else spec
+
+
+def _child(spec: GraphSpec, node: str) -> GraphSpec | None:
+    """The subgraph node ``node`` stands for (merged or compiled), or ``None``."""
+    if node in spec.merged:
+        return spec.merged[node]
+    compiled = spec.subgraphs.get(node)
+    return compiled.spec if compiled is not None else None
+
+
+def _mermaid_body(spec: GraphSpec, path: tuple[str, ...], indent: str) -> list[str]:
+    """A graph's circles, nodes (subgraphs as blocks) and edges; inside a block ``path`` is
+    the ids of the enclosing subgraph nodes."""
+    view = _view(spec)
+
+    def ident(node: str) -> str:
+        return _path_ident((*path, node))
+
+    lines = [f'{indent}{ident(START)}(("{START}"))']
+    for node in view.nodes:
+        child = _child(view, node)
+        if child is None:
+            lines.append(f'{indent}{ident(node)}["{_quote(node)}"]')
+        else:
+            lines.extend(_mermaid_block(node, child, path, indent))
+    lines.append(f'{indent}{ident(END)}(("{END}"))')
+    for source, target, label, conditional in _edges(view):
+        arrow = "-.->" if conditional else "-->"
+        text = f'|"{_quote(label)}"|' if label is not None else ""
+        lines.append(f"{indent}{ident(source)} {arrow}{text} {ident(target)}")
+    return lines
+
+
+def _mermaid_block(
+    node: str, child: GraphSpec, path: tuple[str, ...] = (), indent: str = "    "
+) -> list[str]:
+    """Subgraph node ``node`` (merged or compiled), whose graph is ``child``, as a Mermaid
+    ``subgraph ... end`` block: the child's own START, nodes, END and edges; nested subgraphs
+    nest.  Edges of the enclosing graph reach the block by ``node``'s identifier."""
+    inner = (*path, node)
+    return [
+        f'{indent}subgraph {_path_ident(inner)} ["{_quote(node)}"]',
+        *_mermaid_body(child, inner, indent + "    "),
+        f"{indent}end",
+    ]
+
+
 def _mermaid(spec: GraphSpec, title: str | None) -> str:
     lines = []
     if title := _title(title):
         lines += ["---", f"title: {_yaml_title(title)}", "---"]
     lines.append("flowchart TD")
-    lines.append(f'    {_ident(START)}(("{START}"))')
-    lines.extend(f'    {_ident(node)}["{_quote(node)}"]' for node in spec.nodes)
-    lines.append(f'    {_ident(END)}(("{END}"))')
-    for source, target, label, conditional in _edges(spec):
-        arrow = "-.->" if conditional else "-->"
-        text = f'|"{_quote(label)}"|' if label is not None else ""
-        lines.append(f"    {_ident(source)} {arrow}{text} {_ident(target)}")
+    lines.extend(_mermaid_body(spec, (), "    "))
     return "\n".join(lines) + "\n"
+
+
+def _plantuml_body(spec: GraphSpec, path: tuple[str, ...], indent: str) -> list[str]:
+    view = _view(spec)
+
+    def ident(node: str) -> str:
+        return _path_ident((*path, node))
+
+    lines = [f'{indent}circle "{START}" as {ident(START)}']
+    for node in view.nodes:
+        child = _child(view, node)
+        if child is None:
+            lines.append(f'{indent}usecase "{_quote(node)}" as {ident(node)}')
+        else:
+            lines.extend(_plantuml_block(node, child, path, indent))
+    lines.append(f'{indent}circle "{END}" as {ident(END)}')
+    for source, target, label, conditional in _edges(view):
+        arrow = "-[dotted]->" if conditional else "-->"
+        text = f' : "{_quote(label)}"' if label is not None else ""
+        lines.append(f"{indent}{ident(source)} {arrow} {ident(target)}{text}")
+    return lines
+
+
+def _plantuml_block(
+    node: str, child: GraphSpec, path: tuple[str, ...] = (), indent: str = ""
+) -> list[str]:
+    """Subgraph node ``node`` (merged or compiled), whose graph is ``child``, as a PlantUML
+    ``package ... { }``: the child's own START, nodes, END and edges; nested subgraphs nest."""
+    inner = (*path, node)
+    return [
+        f'{indent}package "{_quote(node)}" as {_path_ident(inner)} {{',
+        *_plantuml_body(child, inner, indent + "  "),
+        f"{indent}}}",
+    ]
 
 
 def _plantuml(spec: GraphSpec, title: str | None) -> str:
     lines = ["@startuml"]
     if title := _title(title):
         lines.append(f"title {title}")
-    lines.append(f'circle "{START}" as {_ident(START)}')
-    lines.extend(f'usecase "{_quote(node)}" as {_ident(node)}' for node in spec.nodes)
-    lines.append(f'circle "{END}" as {_ident(END)}')
-    for source, target, label, conditional in _edges(spec):
-        arrow = "-[dotted]->" if conditional else "-->"
-        text = f' : "{_quote(label)}"' if label is not None else ""
-        lines.append(f"{_ident(source)} {arrow} {_ident(target)}{text}")
+    lines.extend(_plantuml_body(spec, (), ""))
     lines.append("@enduml")
     return "\n".join(lines) + "\n"
 

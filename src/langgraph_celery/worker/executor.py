@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -302,7 +303,9 @@ class CeleryExecutor:
             redelivered = bool((task.request.delivery_info or {}).get("redelivered"))
             return runtime.run_node(envelope, int(task.request.retries or 0), retry, redelivered)
 
-        run_node.__name__ = f"node_{node}"
+        # Celery compiles a signature check named after the function: an identifier, whatever
+        # the node id ("review-check", "step 1"); the task's name is ``name``.
+        run_node.__name__ = "node_" + re.sub(r"[^0-9A-Za-z_]", "_", node)
         # shared=False: a shared task would be added to every other app of the process too,
         # running this app's graphs (registry, saver) on the other app's workers.
         app.task(

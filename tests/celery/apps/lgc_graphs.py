@@ -264,6 +264,30 @@ def typed_invalid() -> StateGraph:
     return graph.add_edge(START, "ok").add_edge("ok", "bad").add_edge("bad", END)
 
 
+def merged_subgraph() -> StateGraph:
+    """START -> intake -> review -(done | again)-> finish | intake; ``review`` is a merged
+    subgraph (SPEC §9) with a conditional entry (check | skip), a nested merged subgraph
+    (``notes``), a before-call hook on its nodes, and an END reached by a label; compiled with
+    ``interrupt_before=("review-human",)``, an inner node."""
+    notes = log_graph().add_node("note", log_node("note"))
+    notes.add_edge(START, "note").add_edge("note", END)
+    review = log_graph().add_node("check", log_node("check")).add_node("notes", notes)
+    review.add_node("human", lambda state: {"log": [f"human: {state.value('approved')}"]})
+    review.add_node("skip", log_node("skip"))
+    review.add_before_call_node_hook(lambda node, state, config: {"log": [f"hook: {node}"]})
+    review.add_conditional_edges(
+        START, lambda s: "go" if s.value("topic") else "skip", {"go": "check", "skip": "skip"}
+    )
+    review.add_edge("check", "notes").add_edge("notes", "human")
+    review.add_conditional_edges("human", lambda s: "end", {"end": END, "again": "check"})
+    review.add_edge("skip", END)
+    graph = log_graph().add_node("intake", log_node("intake")).add_node("review", review)
+    graph.add_node("finish", log_node("finish"))
+    graph.add_edge(START, "intake").add_edge("intake", "review")
+    graph.add_conditional_edges("review", lambda s: "done", {"done": "finish", "again": "intake"})
+    return graph.add_edge("finish", END)
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A graph, how to compile it, and the calls a test makes on one thread, in order.
@@ -317,6 +341,14 @@ SCENARIOS: dict[str, Scenario] = {
         ),
     ),
     "recursion": Scenario(forever, ((None, "GraphRecursionError"),), {"recursion_limit": 4}),
+    "merged_subgraph": Scenario(
+        merged_subgraph,
+        (
+            ({"topic": "x"}, "interrupted"),
+            (GraphInput.resume({"approved": "yes"}), "completed"),
+        ),
+        {"interrupt_before": ("review-human",)},
+    ),
 }
 
 

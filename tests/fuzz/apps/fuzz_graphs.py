@@ -14,7 +14,14 @@ A spec::
       "joins": [[["n1", "n2"], "n3"], ...],
       "interrupt_before": [...], "interrupt_after": [...], "interrupt_before_edge": bool,
       "recursion_limit": int,
+      "merged": "n1" | None, "merged_check": bool,
     }
+
+``merged`` names a node built as a merged subgraph (SPEC §9, ``add_node(id, StateGraph)``):
+its ops run in the child's node ``body`` (merged as ``"<id>-body"``), followed, with
+``merged_check``, by a node ``check`` that logs ``"<id>/check"``; edges, joins, routes and
+interrupts that name the node reach the subgraph (an ``interrupt_after`` names its last node).
+It is drawn from a generator of its own, so the rest of a seed's graph is as before.
 
 Every node appends its id to ``log`` and applies its ops, each a deterministic function of the
 state it is given (``s``) and of the config's metadata:
@@ -139,7 +146,15 @@ def spec_from_seed(seed: int) -> Spec:
         "interrupt_after": interrupt_after,
         "interrupt_before_edge": bool(interrupt_after) and rng.random() < 0.5,
         "recursion_limit": rng.choice([8, 12, 25]),
+        **_draw_merged(seed, [node for node in ids if node not in send_targets]),
     }
+
+
+def _draw_merged(seed: int, candidates: list[str]) -> dict[str, Any]:
+    """Which node (not one a Send reaches) is a merged subgraph, if any."""
+    rng = random.Random(f"lgc-fuzz-merged-{seed}")
+    merged = rng.choice(candidates) if candidates and rng.random() < 0.4 else None
+    return {"merged": merged, "merged_check": rng.random() < 0.5}
 
 
 def _draw_edge(
@@ -304,11 +319,29 @@ def _plain_route(source: str, edge: Mapping[str, Any]) -> tuple[Callable[..., An
     raise ValueError(f"unknown route kind {kind!r}")
 
 
+def _merged_last(spec: Mapping[str, Any]) -> str:
+    """The merged id of the last node of the spec's merged subgraph."""
+    return f"{spec['merged']}-{'check' if spec['merged_check'] else 'body'}"
+
+
+def _subgraph(node: str, action: Callable[..., Any], check: bool) -> StateGraph:
+    """START -> body (``action``) [-> check] -> END, on the same schema."""
+    child = StateGraph(schema()).add_node("body", action).add_edge(START, "body")
+    if not check:
+        return child.add_edge("body", END)
+    child.add_node("check", lambda state: {"log": [f"{node}/check"]})
+    return child.add_edge("body", "check").add_edge("check", END)
+
+
 def build(spec: Mapping[str, Any]) -> StateGraph:
     """The graph that ``spec`` describes (not compiled)."""
     graph = StateGraph(schema())
     for node in spec["nodes"]:
-        graph.add_node(node["id"], _node(node["id"], node["ops"], node["async"]))
+        action = _node(node["id"], node["ops"], node["async"])
+        if node["id"] == spec.get("merged"):
+            graph.add_node(node["id"], _subgraph(node["id"], action, spec["merged_check"]))
+        else:
+            graph.add_node(node["id"], action)
     for source, edge in [(START, spec["start"]), *spec["out"].items()]:
         if edge["kind"] == "edges":
             for target in edge["targets"]:
@@ -325,7 +358,10 @@ def compile_options(spec: Mapping[str, Any]) -> dict[str, Any]:
     """``CompileConfig`` keywords of the spec (besides saver, executor and graph id)."""
     return {
         "interrupt_before": tuple(spec["interrupt_before"]),
-        "interrupt_after": tuple(spec["interrupt_after"]),
+        "interrupt_after": tuple(
+            _merged_last(spec) if node == spec.get("merged") else node
+            for node in spec["interrupt_after"]
+        ),
         "interrupt_before_edge": spec["interrupt_before_edge"],
         "recursion_limit": spec["recursion_limit"],
     }
