@@ -8,25 +8,36 @@ that channel with the thread's wake-ups and yields each message as a ``Streaming
 ``NodeOutput`` emitted as itself comes back as a plain ``NodeOutput`` of its node: its class
 does not travel), with the state the node was called with, read from the store.
 
+A follower yields them in the run's order (:class:`Relay`): the outputs of the step it knows is
+running as they come; when it reads a new step in the store, it first receives every message
+published before (:meth:`~langgraph_celery.worker.notify.Subscription.sync`: a node publishes
+what it streams before its update is recorded, so before its step is stored), then yields, step
+by step, what the step's nodes streamed and the step's outputs.  Messages of a step stored after
+that read wait for the next one.  So each client that streamed a run from its start gets every
+output once, in order, before its step's ``NodeOutput``.
+
 Outputs are never stored: a client that attaches late gets the steps from the store, and what
-was published before it subscribed is gone.
+was published before it subscribed is gone.  They travel on Redis only (the app's result
+backend, else its broker, when it is Redis): with another transport (``memory://``, RabbitMQ
+with another backend) a follower gets the steps, not what the nodes streamed.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph_celery.checkpoint.base import Checkpoint, PendingTask
+from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, PendingTask
 from langgraph_celery.errors import SerializationError
+from langgraph_celery.graph import _sync
 from langgraph_celery.graph.config import Sink
 from langgraph_celery.graph.types import NodeOutput, StreamingOutput
 from langgraph_celery.serde import JsonSerializer
 from langgraph_celery.worker.notify import Notifier
 
-__all__ = ["Published", "decode", "output_sink"]
+__all__ = ["Published", "Relay", "decode", "output_sink"]
 
 #: the ``kind`` of a message: a StreamingOutput's chunk, or another NodeOutput of the node
 CHUNK, OUTPUT = "chunk", "output"
@@ -94,3 +105,100 @@ def decode(serializer: JsonSerializer, data: bytes) -> Published | None:
     except SerializationError:
         return None
     return Published(str(checkpoint_id), str(task_id), str(node), str(kind), chunk)
+
+
+class Relay:
+    """A follower's outputs channel, relayed in the run's order (see the module's docstring).
+
+    ``make_state(values)`` builds the state a node was called with from stored values.
+    """
+
+    def __init__(
+        self,
+        saver: BaseCheckpointSaver,
+        serializer: JsonSerializer,
+        make_state: Callable[[Any], Any],
+    ) -> None:
+        self._saver = saver
+        self._serializer = serializer
+        self._make_state = make_state
+        self._later: list[Published] = []  # messages of steps the follower has not read yet
+        self._checkpoints: dict[str, Checkpoint] = {}  # steps read for their messages
+
+    async def running(
+        self, messages: list[bytes], seen: Checkpoint
+    ) -> tuple[list[NodeOutput], bool]:
+        """The outputs of ``messages`` to yield now, those of ``seen``'s step (the latest the
+        follower read), or of earlier ones; and whether one came from a later step (the
+        follower then reads the store).  Those wait for :meth:`stepped`."""
+        outputs: list[NodeOutput] = []
+        later = False
+        for published in self._decode(messages):
+            if published.checkpoint_id == seen.checkpoint_id:
+                outputs.append(self._output(published, seen))
+                continue
+            checkpoint = await self._checkpoint(seen, published.checkpoint_id)
+            if checkpoint is None:
+                continue  # (a step of a run since released)
+            if checkpoint.step > seen.step or self._later:
+                self._later.append(published)
+                later = True
+            else:
+                outputs.append(self._output(published, checkpoint))
+        return outputs, later
+
+    async def stepped(
+        self,
+        messages: list[bytes],
+        seen: Checkpoint,
+        since: Sequence[Checkpoint],
+        step_outputs: Callable[[Checkpoint], list[NodeOutput]],
+    ) -> list[NodeOutput]:
+        """What to yield once the follower read ``since`` (the checkpoints after ``seen``,
+        oldest first) and received every message published before (``messages``, and those
+        kept from earlier): each step's streamed outputs, then the outputs of the checkpoint
+        that step stored (``step_outputs``).  Messages of steps after ``since`` are kept."""
+        position = {seen.checkpoint_id: 0}
+        position.update({c.checkpoint_id: index + 1 for index, c in enumerate(since)})
+        chain = [seen, *since]
+        groups: list[list[NodeOutput]] = [[] for _ in chain]
+        kept, self._later = self._later, []
+        last = chain[-1]
+        for published in [*kept, *self._decode(messages)]:
+            index = position.get(published.checkpoint_id)
+            if index is not None:
+                groups[index].append(self._output(published, chain[index]))
+                continue
+            checkpoint = await self._checkpoint(last, published.checkpoint_id)
+            if checkpoint is None:
+                continue
+            if checkpoint.step > last.step:
+                self._later.append(published)
+            else:  # (an earlier step's: late, yielded at once)
+                groups[0].append(self._output(published, checkpoint))
+        outputs = groups[0]
+        for index, checkpoint in enumerate(since, start=1):
+            outputs.extend(step_outputs(checkpoint))
+            outputs.extend(groups[index])
+        return outputs
+
+    def _decode(self, messages: list[bytes]) -> list[Published]:
+        decoded = (decode(self._serializer, data) for data in messages)
+        return [published for published in decoded if published is not None]
+
+    async def _checkpoint(self, near: Checkpoint, checkpoint_id: str) -> Checkpoint | None:
+        checkpoint = self._checkpoints.get(checkpoint_id)
+        if checkpoint is None:
+            checkpoint = await _sync.blocking(self._saver.get, near.thread_id, checkpoint_id)
+            if checkpoint is not None:
+                if len(self._checkpoints) > 16:
+                    self._checkpoints.clear()
+                self._checkpoints[checkpoint_id] = checkpoint
+        return checkpoint
+
+    def _output(self, published: Published, checkpoint: Checkpoint) -> NodeOutput:
+        """``published`` with the state its node was called with: that of its step's
+        checkpoint, or its task's own input (a ``Send``)."""
+        task = next((t for t in checkpoint.tasks if t.id == published.task_id), None)
+        values = task.arg if task is not None and task.has_arg else checkpoint.values
+        return published.output(self._make_state(values))
