@@ -5,6 +5,7 @@ the store (see ``lgc_graphs.streaming``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from lgc_stream_graphs import chunk_names
 
 from celery_support import CeleryStack, wait_until
-from langgraph_celery import END, START, NodeOutput, RunnableConfig, StreamingOutput
+from langgraph_celery import END, START, NodeError, NodeOutput, RunnableConfig, StreamingOutput
 from langgraph_celery.celery import RunHandle
 from langgraph_celery.worker.names import run_outputs_channel
 
@@ -164,3 +165,21 @@ def test_an_async_client_gets_the_last_steps_chunks_too(
         return [o async for o in graph.astream({"n": 10}, RunnableConfig(thread_id=thread))]
 
     check_last_step_streamed(asyncio.run(follow()), 10)
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_what_a_node_streamed_before_it_parked_or_failed_reaches_the_client(
+    celery_stack: CeleryStack, thread: str, fail: bool
+) -> None:
+    graph = celery_stack.graph("streams-then-stops")
+    outputs: list[NodeOutput] = []
+    stream = graph.stream({"fail": fail}, RunnableConfig(thread_id=thread))
+    with pytest.raises(NodeError) if fail else contextlib.nullcontext():
+        for output in stream:
+            outputs.append(output)
+    assert [(o.node, o.chunk) for o in outputs if isinstance(o, StreamingOutput)] == [
+        ("talk", "e1"),
+        ("talk", "e2"),
+    ]
+    if not fail:
+        assert stream.result.as_interruption_metadata().node_id == "talk"

@@ -449,6 +449,10 @@ class CelerySource:
             for task_id, update in writes.items()
         ]
 
+    @staticmethod
+    def _no_outputs(checkpoint: Checkpoint) -> list[NodeOutput]:
+        return []
+
     def _since(self, latest: Checkpoint, seen: str) -> list[Checkpoint]:
         """Checkpoints after ``seen`` up to ``latest``, oldest first."""
         chain = [latest]
@@ -530,6 +534,13 @@ class CelerySource:
                     seen = latest
                     delay = _POLL_MIN
                 status = status_of(view)
+                if status.terminal and relay is not None and subscription is not None:
+                    # the run stopped in this step (parked, failed): what its nodes streamed
+                    # before that comes first
+                    await loop.run_in_executor(SHARED_POOL, subscription.sync, _SYNC_LIMIT)
+                    messages, _ = subscription.take_outputs()
+                    for output in await relay.stepped(messages, seen, (), self._no_outputs):
+                        yield output
                 if outcome.cancelled and not status.terminal:  # the stream's cancel()
                     await _sync.blocking(self.cancel, checkpoint.thread_id, checkpoint.run_id)
                     outcome.value, outcome.done = None, True

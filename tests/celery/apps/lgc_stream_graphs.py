@@ -15,6 +15,7 @@ from langgraph_celery import (
     Channels,
     Command,
     Done,
+    GraphInterrupt,
     NodeOutput,
     RunnableConfig,
     StateGraph,
@@ -120,6 +121,23 @@ def agents() -> StateGraph:
     return graph.add_edge("agent_2", "agent_3").add_edge("agent_3", END)
 
 
+def streams_then_stops() -> StateGraph:
+    """START -> talk -> END: ``talk`` emits ``"e1"`` and ``"e2"``, then parks (``GraphInterrupt``)
+    unless ``approved``, or fails (``ValueError``) when ``fail``."""
+
+    def talk(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        config.emit("e1")
+        config.emit("e2")
+        if state.value("fail"):
+            raise ValueError("talk fails after streaming")
+        if not state.value("approved"):
+            raise GraphInterrupt("approve the talk")
+        return {"log": ["talk"]}
+
+    graph = StateGraph({"log": Channels.appender()})
+    return graph.add_node("talk", talk).add_edge(START, "talk").add_edge("talk", END)
+
+
 #: graph_id -> (builder, compile options)
 STREAM_GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     "streaming-last": (streaming_last, {}),
@@ -127,4 +145,5 @@ STREAM_GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     "custom-output-async": (custom_output(True), {}),
     "async-command": (async_command, {}),
     "agents": (agents, {}),
+    "streams-then-stops": (streams_then_stops, {}),
 }
