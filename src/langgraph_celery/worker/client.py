@@ -501,9 +501,7 @@ class CelerySource:
         relay = None
         if steps and subscription is not None and subscription.relays_outputs:
             runner = runtime.engine.runner
-            relay = Relay(
-                runtime.saver, runtime.serializer, lambda v: runner.make_state(v, clone=False)
-            )
+            relay = Relay(runtime.serializer, lambda v: runner.make_state(v, clone=False))
         try:
             while True:
                 view = await _sync.blocking(
@@ -524,7 +522,7 @@ class CelerySource:
                             # were stored: have all of it, then yield it step by step
                             await loop.run_in_executor(SHARED_POOL, subscription.sync, _SYNC_LIMIT)
                             messages, _ = subscription.take_outputs()
-                            outputs = await relay.stepped(
+                            outputs = relay.stepped(
                                 messages, seen, since, lambda step: self._outputs(step, config)
                             )
                         else:
@@ -539,7 +537,7 @@ class CelerySource:
                     # before that comes first
                     await loop.run_in_executor(SHARED_POOL, subscription.sync, _SYNC_LIMIT)
                     messages, _ = subscription.take_outputs()
-                    for output in await relay.stepped(messages, seen, (), self._no_outputs):
+                    for output in relay.stepped(messages, seen, (), self._no_outputs):
                         yield output
                 if outcome.cancelled and not status.terminal:  # the stream's cancel()
                     await _sync.blocking(self.cancel, checkpoint.thread_id, checkpoint.run_id)
@@ -569,7 +567,7 @@ class CelerySource:
                         messages, stepped = subscription.take_outputs()
                         later = False
                         if relay is not None:
-                            outputs, later = await relay.running(messages, seen)
+                            outputs, later = relay.running(messages, seen)
                             for output in outputs:
                                 yield output
                         if stepped or later or not messages or outcome.cancelled:

@@ -29,9 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, PendingTask
+from langgraph_celery.checkpoint.base import Checkpoint, PendingTask
 from langgraph_celery.errors import SerializationError
-from langgraph_celery.graph import _sync
 from langgraph_celery.graph.config import Sink
 from langgraph_celery.graph.types import NodeOutput, StreamingOutput
 from langgraph_celery.serde import JsonSerializer
@@ -47,7 +46,7 @@ def output_sink(
     notifier: Notifier, serializer: JsonSerializer, checkpoint: Checkpoint, task: PendingTask
 ) -> Sink:
     """The sink of ``task`` (of ``checkpoint``'s step) on a worker: publishes what it streams."""
-    run_id, checkpoint_id = checkpoint.run_id, checkpoint.checkpoint_id
+    run_id, checkpoint_id, step = checkpoint.run_id, checkpoint.checkpoint_id, checkpoint.step
 
     def publish(output: NodeOutput) -> None:
         streamed = isinstance(output, StreamingOutput)
@@ -62,6 +61,7 @@ def output_sink(
             ) from None
         message = {
             "checkpoint": checkpoint_id,
+            "step": step,
             "task": task.id,
             "node": output.node,
             "kind": CHUNK if streamed else OUTPUT,
@@ -77,6 +77,7 @@ class Published:
     """One message of a run's outputs channel, decoded."""
 
     checkpoint_id: str
+    step: int
     task_id: str
     node: str
     kind: str
@@ -98,13 +99,16 @@ def decode(serializer: JsonSerializer, data: bytes) -> Published | None:
         return None
     fields = (message.get(key) for key in ("checkpoint", "task", "node", "kind"))
     checkpoint_id, task_id, node, kind = fields
+    step = message.get("step")
     if not all(isinstance(value, str) for value in (checkpoint_id, task_id, node, kind)):
+        return None
+    if not isinstance(step, int) or isinstance(step, bool):
         return None
     try:
         chunk = serializer.from_jsonable(message.get("chunk"))
     except SerializationError:
         return None
-    return Published(str(checkpoint_id), str(task_id), str(node), str(kind), chunk)
+    return Published(str(checkpoint_id), step, str(task_id), str(node), str(kind), chunk)
 
 
 class Relay:
@@ -113,41 +117,28 @@ class Relay:
     ``make_state(values)`` builds the state a node was called with from stored values.
     """
 
-    def __init__(
-        self,
-        saver: BaseCheckpointSaver,
-        serializer: JsonSerializer,
-        make_state: Callable[[Any], Any],
-    ) -> None:
-        self._saver = saver
+    def __init__(self, serializer: JsonSerializer, make_state: Callable[[Any], Any]) -> None:
         self._serializer = serializer
         self._make_state = make_state
         self._later: list[Published] = []  # messages of steps the follower has not read yet
-        self._checkpoints: dict[str, Checkpoint] = {}  # steps read for their messages
 
-    async def running(
-        self, messages: list[bytes], seen: Checkpoint
-    ) -> tuple[list[NodeOutput], bool]:
+    def running(self, messages: list[bytes], seen: Checkpoint) -> tuple[list[NodeOutput], bool]:
         """The outputs of ``messages`` to yield now, those of ``seen``'s step (the latest the
-        follower read), or of earlier ones; and whether one came from a later step (the
-        follower then reads the store).  Those wait for :meth:`stepped`."""
+        follower read); and whether one came from a later step (the follower then reads the
+        store): those wait for :meth:`stepped`.  A message of an earlier step is stale (one
+        left on a reused connection, or of a node that ran again after its step was stored):
+        it is dropped."""
         outputs: list[NodeOutput] = []
         later = False
         for published in self._decode(messages):
-            if published.checkpoint_id == seen.checkpoint_id:
-                outputs.append(self._output(published, seen))
-                continue
-            checkpoint = await self._checkpoint(seen, published.checkpoint_id)
-            if checkpoint is None:
-                continue  # (a step of a run since released)
-            if checkpoint.step > seen.step or self._later:
+            if published.step > seen.step or self._later:
                 self._later.append(published)
                 later = True
-            else:
-                outputs.append(self._output(published, checkpoint))
+            elif published.checkpoint_id == seen.checkpoint_id:
+                outputs.append(self._output(published, seen))
         return outputs, later
 
-    async def stepped(
+    def stepped(
         self,
         messages: list[bytes],
         seen: Checkpoint,
@@ -157,25 +148,18 @@ class Relay:
         """What to yield once the follower read ``since`` (the checkpoints after ``seen``,
         oldest first) and received every message published before (``messages``, and those
         kept from earlier): each step's streamed outputs, then the outputs of the checkpoint
-        that step stored (``step_outputs``).  Messages of steps after ``since`` are kept."""
-        position = {seen.checkpoint_id: 0}
-        position.update({c.checkpoint_id: index + 1 for index, c in enumerate(since)})
+        that step stored (``step_outputs``).  Messages of steps after ``since`` are kept;
+        stale ones dropped."""
         chain = [seen, *since]
+        position = {checkpoint.checkpoint_id: index for index, checkpoint in enumerate(chain)}
         groups: list[list[NodeOutput]] = [[] for _ in chain]
         kept, self._later = self._later, []
-        last = chain[-1]
         for published in [*kept, *self._decode(messages)]:
             index = position.get(published.checkpoint_id)
             if index is not None:
                 groups[index].append(self._output(published, chain[index]))
-                continue
-            checkpoint = await self._checkpoint(last, published.checkpoint_id)
-            if checkpoint is None:
-                continue
-            if checkpoint.step > last.step:
+            elif published.step > chain[-1].step:
                 self._later.append(published)
-            else:  # (an earlier step's: late, yielded at once)
-                groups[0].append(self._output(published, checkpoint))
         outputs = groups[0]
         for index, checkpoint in enumerate(since, start=1):
             outputs.extend(step_outputs(checkpoint))
@@ -185,16 +169,6 @@ class Relay:
     def _decode(self, messages: list[bytes]) -> list[Published]:
         decoded = (decode(self._serializer, data) for data in messages)
         return [published for published in decoded if published is not None]
-
-    async def _checkpoint(self, near: Checkpoint, checkpoint_id: str) -> Checkpoint | None:
-        checkpoint = self._checkpoints.get(checkpoint_id)
-        if checkpoint is None:
-            checkpoint = await _sync.blocking(self._saver.get, near.thread_id, checkpoint_id)
-            if checkpoint is not None:
-                if len(self._checkpoints) > 16:
-                    self._checkpoints.clear()
-                self._checkpoints[checkpoint_id] = checkpoint
-        return checkpoint
 
     def _output(self, published: Published, checkpoint: Checkpoint) -> NodeOutput:
         """``published`` with the state its node was called with: that of its step's

@@ -8,7 +8,8 @@ the same seeds, so a seed names the same graph everywhere: the workers compile s
 A spec::
 
     {
-      "nodes": [{"id": "n0", "ops": [["add", 2], ["set", "x0", 3]], "async": false}, ...],
+      "nodes": [{"id": "n0", "ops": [["add", 2], ["set", "x0", 3]], "async": false,
+                 "stream": 0}, ...],
       "start": {"kind": "edges", "targets": ["n0"]} | a route (see below),
       "out": {"n0": {"kind": "edges", "targets": ["n1", "n2"]}, "n1": <route>, ...},
       "joins": [[["n1", "n2"], "n3"], ...],
@@ -31,6 +32,10 @@ state it is given (``s``) and of the config's metadata:
 ``["gate"]``          raise ``GraphInterrupt`` unless ``approved`` is truthy
 ``["boom", mod]``     raise ``ValueError`` when ``total % mod == mod - 1``
 
+A node with ``"stream": k > 0`` is a streaming node: it returns its update through a generator
+(an async generator ending with ``Done`` when the node is async) that first yields ``k`` chunks
+``"<node>:<total>:<len(log)>:<item>:<i>"`` (``i`` from 0).
+
 Routes (a conditional edge leaving a node, or START):
 
 ``{"kind": "parity", "even": A, "odd": B}``            by ``total % 2``
@@ -38,6 +43,10 @@ Routes (a conditional edge leaving a node, or START):
 ``{"kind": "fanout", "targets": [A, B, ...]}``         a list of labels chosen by ``total``
 ``{"kind": "command", "targets": [...], "key": k}``    ``Command(goto=..., update={k: ...})``
 ``{"kind": "send", "node": W}``                        ``Send(W, {"item": i})`` per input item
+
+or, leaving a node, ``{"kind": "goto", "targets": [...], "key": k}``: the node is a command node
+(``add_node(..., destinations=targets)``) returning ``Command(goto=..., update=...)``: its update
+plus ``{k: "goto:<node>:<target>"}``, going to ``targets[total % len(targets)]``.
 """
 
 from __future__ import annotations
@@ -56,6 +65,7 @@ from langgraph_celery import (
     Channel,
     Channels,
     Command,
+    Done,
     GraphInterrupt,
     RemoveByHash,
     ReplaceAllWith,
@@ -107,7 +117,8 @@ def spec_from_seed(seed: int) -> Spec:
                 targets.append(extra)
         if source != START and not targets:
             targets = [END]
-        edge = _draw_edge(rng, source, targets, ids, send_targets)
+        joined = any(source in sources for sources, _ in joins)
+        edge = _draw_edge(rng, source, targets, ids, send_targets, goto=not joined)
         if edge["kind"] != "edges" and rng.random() < 0.1:
             edge["boom"] = rng.choice([3, 4])
         if source == START:
@@ -126,7 +137,9 @@ def spec_from_seed(seed: int) -> Spec:
             # (not with a gate: a step where one node fails and another parks is reported as
             # parked in process, but as whichever marker a Celery client reads first)
             ops.append(["boom", rng.choice([3, 4, 5])])
-        nodes.append({"id": node, "ops": ops, "async": rng.random() < 0.3})
+        is_command = out[node]["kind"] == "goto"
+        streams = rng.randint(1, 3) if not is_command and rng.random() < 0.3 else 0
+        nodes.append({"id": node, "ops": ops, "async": rng.random() < 0.3, "stream": streams})
     interrupt_before = [rng.choice(ids)] if rng.random() < 0.3 else []
     interrupt_after = [rng.choice(ids)] if rng.random() < 0.3 else []
     return {
@@ -143,7 +156,12 @@ def spec_from_seed(seed: int) -> Spec:
 
 
 def _draw_edge(
-    rng: random.Random, source: str, targets: list[str], ids: list[str], sends: set[str]
+    rng: random.Random,
+    source: str,
+    targets: list[str],
+    ids: list[str],
+    sends: set[str],
+    goto: bool,
 ) -> dict[str, Any]:
     nodes = [t for t in targets if t != END]
     roll = rng.random()
@@ -159,10 +177,12 @@ def _draw_edge(
         pair = [targets[0], other]
         rng.shuffle(pair)
         return {"kind": "parity", "even": pair[0], "odd": pair[1]}
-    if roll < 0.75:
+    if roll < 0.72:
         return {"kind": "fanout", "targets": targets}
-    if roll < 0.85:
+    if roll < 0.8:
         return {"kind": "command", "targets": targets, "key": rng.choice(SHARED_KEYS)}
+    if roll < 0.9 and goto and source != START:
+        return {"kind": "goto", "targets": targets, "key": rng.choice(SHARED_KEYS)}
     return {"kind": "edges", "targets": targets}
 
 
@@ -233,7 +253,38 @@ def _update(node: str, ops: list[list[Any]], state: Any, config: Any) -> dict[st
     return update
 
 
-def _node(node: str, ops: list[list[Any]], is_async: bool) -> Callable[..., Any]:
+def _chunks(node: str, count: int, state: Any) -> list[str]:
+    s = _values(state)
+    total, seen, item = int(s.get("total") or 0), len(s.get("log") or []), s.get("item")
+    return [f"{node}:{total}:{seen}:{item}:{index}" for index in range(count)]
+
+
+def _node(node: str, ops: list[list[Any]], is_async: bool, streams: int) -> Callable[..., Any]:
+    if is_async and streams:
+
+        async def async_streaming(state: Any, config: Any) -> dict[str, Any]:
+            update = _update(node, ops, state, config)
+
+            async def chunks() -> Any:
+                for chunk in _chunks(node, streams, state):
+                    yield chunk
+                yield Done(update)
+
+            return {"out": chunks()}
+
+        return async_streaming
+    if streams:
+
+        def streaming(state: Any, config: Any) -> dict[str, Any]:
+            update = _update(node, ops, state, config)
+
+            def chunks() -> Any:
+                yield from _chunks(node, streams, state)
+                return update
+
+            return {"out": chunks()}
+
+        return streaming
     if is_async:
 
         async def async_action(state: Any, config: Any) -> dict[str, Any]:
@@ -245,6 +296,25 @@ def _node(node: str, ops: list[list[Any]], is_async: bool) -> Callable[..., Any]
         return _update(node, ops, state, config)
 
     return action
+
+
+def _command_node(
+    node: str, ops: list[list[Any]], is_async: bool, edge: Mapping[str, Any]
+) -> Callable[..., Any]:
+    targets = list(edge["targets"])
+
+    def command(state: Any, config: Any) -> Command:
+        update = _update(node, ops, state, config)
+        goto = targets[int(_values(state).get("total") or 0) % len(targets)]
+        return Command(goto=goto, update={**update, edge["key"]: f"goto:{node}:{goto}"})
+
+    if is_async:
+
+        async def async_command(state: Any, config: Any) -> Command:
+            return command(state, config)
+
+        return async_command
+    return command
 
 
 def _route(source: str, edge: Mapping[str, Any]) -> tuple[Callable[..., Any], Any]:
@@ -307,9 +377,18 @@ def _plain_route(source: str, edge: Mapping[str, Any]) -> tuple[Callable[..., An
 def build(spec: Mapping[str, Any]) -> StateGraph:
     """The graph that ``spec`` describes (not compiled)."""
     graph = StateGraph(schema())
+    out = spec["out"]
     for node in spec["nodes"]:
-        graph.add_node(node["id"], _node(node["id"], node["ops"], node["async"]))
-    for source, edge in [(START, spec["start"]), *spec["out"].items()]:
+        name, ops, is_async = node["id"], node["ops"], node["async"]
+        edge = out.get(name)
+        if edge is not None and edge["kind"] == "goto":
+            command = _command_node(name, ops, is_async, edge)
+            graph.add_node(name, command, destinations=list(edge["targets"]))
+        else:
+            graph.add_node(name, _node(name, ops, is_async, node.get("stream", 0)))
+    for source, edge in [(START, spec["start"]), *out.items()]:
+        if edge["kind"] == "goto":
+            continue  # (the command node's destinations)
         if edge["kind"] == "edges":
             for target in edge["targets"]:
                 graph.add_edge(source, target)
