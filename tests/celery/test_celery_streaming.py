@@ -20,6 +20,14 @@ from langgraph_celery.worker.names import run_outputs_channel
 TOKENS = ["a", "b", "c"]
 
 
+@pytest.fixture(scope="module", params=["redis", "amqp"])
+def broker_kind(request: pytest.FixtureRequest) -> str:
+    """Redis as broker and result backend, then RabbitMQ as broker with the Redis result
+    backend: the chunks travel on Redis either way (docs/streaming.md)."""
+    kind: str = request.param
+    return kind
+
+
 def trace(outputs: list[NodeOutput]) -> list[tuple[str, Any]]:
     return [(o.node, o.chunk if isinstance(o, StreamingOutput) else None) for o in outputs]
 
