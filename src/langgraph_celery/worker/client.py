@@ -512,6 +512,7 @@ class CelerySource:
                     raise GraphStateError(
                         f"thread {checkpoint.thread_id!r} was released or deleted"
                     )
+                synced = False  # (everything published before this read is in)
                 if latest.checkpoint_id != seen.checkpoint_id:
                     if steps:
                         since = await _sync.blocking(
@@ -521,6 +522,7 @@ class CelerySource:
                             # what the steps' nodes streamed was published before the steps
                             # were stored: have all of it, then yield it step by step
                             await loop.run_in_executor(SHARED_POOL, subscription.sync, _SYNC_LIMIT)
+                            synced = True
                             messages, _ = subscription.take_outputs()
                             outputs = relay.stepped(
                                 messages, seen, since, lambda step: self._outputs(step, config)
@@ -535,7 +537,8 @@ class CelerySource:
                 if status.terminal and relay is not None and subscription is not None:
                     # the run stopped in this step (parked, failed): what its nodes streamed
                     # before that comes first
-                    await loop.run_in_executor(SHARED_POOL, subscription.sync, _SYNC_LIMIT)
+                    if not synced:
+                        await loop.run_in_executor(SHARED_POOL, subscription.sync, _SYNC_LIMIT)
                     messages, _ = subscription.take_outputs()
                     for output in relay.stepped(messages, seen, (), self._no_outputs):
                         yield output
