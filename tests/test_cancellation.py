@@ -1,10 +1,14 @@
 """Cancelling a stream (SPEC §9), in process; LangGraph4j's ``CancellationTest`` is the
-reference (graphCancelTest, graphWithParallelNodesCancelTest), with shorter delays."""
+reference (graphCancelTest: sync and async iteration; graphWithParallelNodesCancelTest: without
+and with interrupt, its ``node_completed`` count), with shorter delays.  Its
+compiledSubGraphCancelTest comes with subgraphs; the Celery runs are in
+``tests/celery/test_celery_run_loop.py`` and ``tests/celery/test_celery_streaming.py``."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 from langgraph_celery import (
@@ -156,3 +160,93 @@ def test_a_cancelled_run_keeps_its_checkpoints_and_resumes(saver: BaseCheckpoint
     assert run is not None and run.status is RunStatus.CANCELLED
     state = graph.invoke(GraphInput.resume(), config)
     assert state.data["messages"] == ["agent_1", "agent_2", "agent_3"]
+
+
+# -- CancellationTest.graphWithParallelNodesCancelTest: cancelled with interrupt -------------------
+
+
+def counting_node(name: str, delay: float) -> Any:
+    """CancellationTest's waiting node: sleeps, then counts itself in the ``node_completed``
+    metadata counter and appends its name to ``messages`` (and, beyond the port, records its
+    sleep being cancelled in ``node_cancelled``)."""
+
+    async def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        try:
+            await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            config.metadata["node_cancelled"].append(name)
+            raise
+        config.metadata["node_completed"].append(name)
+        return {"messages": name}
+
+    return node
+
+
+def parallel_agents() -> Any:
+    """node_start -> (agent_1, agent_2, agent_3) -> node_end; agent_2 takes longest."""
+    return (
+        StateGraph({"messages": Channels.appender()})
+        .add_node("node_start", lambda state: {})
+        .add_node("node_end", lambda state: {})
+        .add_node("agent_1", counting_node("agent_1", 0.05))
+        .add_node("agent_2", counting_node("agent_2", 5.0))
+        .add_node("agent_3", counting_node("agent_3", 0.05))
+        .add_edge("node_start", "agent_1")
+        .add_edge("node_start", "agent_2")
+        .add_edge("node_start", "agent_3")
+        .add_edge("agent_1", "node_end")
+        .add_edge("agent_2", "node_end")
+        .add_edge("agent_3", "node_end")
+        .add_edge(START, "node_start")
+        .add_edge("node_end", END)
+        .compile()
+    )
+
+
+def test_lg4j_parallel_nodes_cancelled_with_interrupt_sync_iteration() -> None:
+    """The iterator case: cancelled (interrupting) once two of the three nodes completed."""
+    completed: list[str] = []
+    cancelled: list[str] = []
+    metadata = {"node_completed": completed, "node_cancelled": cancelled}
+    stream = parallel_agents().stream(GraphInput.no_args(), RunnableConfig(metadata=metadata))
+
+    def cancel_after_two() -> None:
+        deadline = time.monotonic() + 10
+        while len(completed) < 2 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        stream.cancel(True)
+
+    canceller = threading.Thread(target=cancel_after_two)
+    canceller.start()
+    outputs = [output.node for output in stream]
+    canceller.join()
+    assert stream.is_cancelled()
+    assert outputs[-1] != END and outputs == [START, "node_start"]
+    assert sorted(completed) == ["agent_1", "agent_3"]  # taskExecuted == 2
+    assert cancelled == ["agent_2"]
+    assert stream.result.is_empty()
+
+
+def test_lg4j_parallel_nodes_cancelled_with_interrupt_async_iteration() -> None:
+    """The forEachAsync case."""
+    completed: list[str] = []
+    cancelled: list[str] = []
+    metadata = {"node_completed": completed, "node_cancelled": cancelled}
+
+    async def main() -> list[str]:
+        stream = parallel_agents().astream(GraphInput.no_args(), RunnableConfig(metadata=metadata))
+
+        async def cancel_after_two() -> None:
+            while len(completed) < 2:
+                await asyncio.sleep(0.005)
+            stream.cancel(True)
+
+        canceller = asyncio.ensure_future(cancel_after_two())
+        seen = [output.node async for output in stream]
+        await asyncio.wait_for(canceller, 10)
+        assert stream.is_cancelled() and stream.result.is_empty()
+        return seen
+
+    assert asyncio.run(main()) == [START, "node_start"]
+    assert sorted(completed) == ["agent_1", "agent_3"]
+    assert cancelled == ["agent_2"]  # in its 5 s sleep

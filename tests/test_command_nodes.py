@@ -7,6 +7,8 @@ The first tests port LangGraph4j's ``GraphTest.testCommandNode_Issue163`` and
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -80,13 +82,36 @@ def test_command_node_issue163() -> None:
     assert steps[-1].state.value("messages") == ["A", "B", "C2"]
 
 
+def executor_node(name: str, pool: concurrent.futures.Executor) -> Action:
+    """AsyncNodeTest's ``node_async``: an async node whose action runs on ``pool``."""
+
+    async def action(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(pool, lambda: {"messages": name})
+
+    return action
+
+
 def test_async_command_node() -> None:
-    """AsyncNodeTest.testAsyncNode: the command action is async."""
+    """AsyncNodeTest.testAsyncNode: the command action is async, the other nodes async ones
+    running on an executor."""
 
     async def command_action(state: AgentState, config: RunnableConfig) -> Command:
         return Command("C2", {"messages": "B", "next_node": "C2"})
 
-    steps = list(issue163(command_action).compile().stream({}))
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        graph = (
+            messages_graph()
+            .add_node("A", executor_node("A", pool))
+            .add_node("B", command_action, [END, "C1", "C2"])
+            .add_node("C1", executor_node("C1", pool))
+            .add_node("C2", executor_node("C2", pool))
+            .add_edge(START, "A")
+            .add_edge("A", "B")
+            .add_edge("C1", END)
+            .add_edge("C2", END)
+        )
+        steps = list(graph.compile().stream(GraphInput.no_args()))
 
     assert len(steps) == 5
     assert steps[2].node == "B"

@@ -4,15 +4,28 @@ the store (see ``lgc_graphs.streaming``)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 from typing import Any
 
+import pytest
+from lgc_stream_graphs import chunk_names
+
 from celery_support import CeleryStack, wait_until
-from langgraph_celery import END, START, NodeOutput, RunnableConfig, StreamingOutput
+from langgraph_celery import END, START, NodeError, NodeOutput, RunnableConfig, StreamingOutput
 from langgraph_celery.celery import RunHandle
 from langgraph_celery.worker.names import run_outputs_channel
 
 TOKENS = ["a", "b", "c"]
+
+
+@pytest.fixture(scope="module", params=["redis", "amqp"])
+def broker_kind(request: pytest.FixtureRequest) -> str:
+    """Redis as broker and result backend, then RabbitMQ as broker with the Redis result
+    backend: the chunks travel on Redis either way (docs/streaming.md)."""
+    kind: str = request.param
+    return kind
 
 
 def trace(outputs: list[NodeOutput]) -> list[tuple[str, Any]]:
@@ -94,15 +107,19 @@ def test_every_follower_of_a_run_gets_its_chunks_once_in_order(
         follower.join(60)
     assert not errors
     for outputs in followers:
-        # they attached while llm waited after its first token: they get what came after it
+        # they attached while llm waited after its first token: they get every output that
+        # came after it, once, in order, each step's chunks before the step's output
+        assert trace(outputs)[-7:] == [
+            ("llm", "b"),
+            ("llm", "c"),
+            ("llm", None),
+            ("tail", "t1"),
+            ("tail", "t2"),
+            ("tail", None),
+            (END, None),
+        ]
         chunks = [(o.node, o.chunk) for o in outputs if isinstance(o, StreamingOutput)]
-        assert chunks[:2] == [("llm", "b"), ("llm", "c")]
-        # (a known gap: the last step's chunks can still be on their way when a follower reads
-        # that the run completed; those it gets are in order and once)
-        tail = chunks[2:]
-        assert tail in ([], [("tail", "t1")], [("tail", "t1"), ("tail", "t2")]), chunks
-        steps = [o.node for o in outputs if not isinstance(o, StreamingOutput)]
-        assert steps[-3:] == ["llm", "tail", END]
+        assert chunks == [("llm", "b"), ("llm", "c"), ("tail", "t1"), ("tail", "t2")]
     assert handle.wait(30).as_state_data()["live"] is True
 
 
@@ -118,3 +135,59 @@ def test_a_client_attaching_after_the_run_gets_the_steps_from_the_store(
     assert not any(isinstance(o, StreamingOutput) for o in outputs)
     assert [o.node for o in outputs][-3:] == ["llm", "tail", END]
     assert outputs[-1].state.data["log"] == ["llm", "tail"]
+
+
+def check_last_step_streamed(outputs: list[NodeOutput], count: int) -> None:
+    """``outputs`` of a run of ``streaming-last`` with ``n == count``: every chunk once, each
+    node's in order, each step's before the step's outputs."""
+    seen = trace(outputs)
+    assert seen[:5] == [
+        (START, None),
+        *(("plan", c) for c in chunk_names("plan", 3)),
+        ("plan", None),
+    ]
+    last_step, end = seen[5:-3], seen[-3:]
+    assert sorted(end[:2]) == [("left", None), ("right", None)] and end[2] == (END, None)
+    for node in ("left", "right"):
+        assert [c for n, c in last_step if n == node] == chunk_names(node, count)
+    assert len(last_step) == 2 * count
+
+
+@pytest.mark.parametrize("attempt", range(6))
+def test_the_last_steps_chunks_all_reach_the_client_before_the_run_ends(
+    celery_stack: CeleryStack, thread: str, attempt: int
+) -> None:
+    graph = celery_stack.graph("streaming-last")
+    config = RunnableConfig(thread_id=thread)
+    stream = graph.stream({"n": 25}, config)
+    check_last_step_streamed(list(stream), 25)
+    assert sorted(stream.result.as_state_data()["log"]) == ["left", "plan", "right"]
+
+
+def test_an_async_client_gets_the_last_steps_chunks_too(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    graph = celery_stack.graph("streaming-last")
+
+    async def follow() -> list[NodeOutput]:
+        return [o async for o in graph.astream({"n": 10}, RunnableConfig(thread_id=thread))]
+
+    check_last_step_streamed(asyncio.run(follow()), 10)
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_what_a_node_streamed_before_it_parked_or_failed_reaches_the_client(
+    celery_stack: CeleryStack, thread: str, fail: bool
+) -> None:
+    graph = celery_stack.graph("streams-then-stops")
+    outputs: list[NodeOutput] = []
+    stream = graph.stream({"fail": fail}, RunnableConfig(thread_id=thread))
+    with pytest.raises(NodeError) if fail else contextlib.nullcontext():
+        for output in stream:
+            outputs.append(output)
+    assert [(o.node, o.chunk) for o in outputs if isinstance(o, StreamingOutput)] == [
+        ("talk", "e1"),
+        ("talk", "e2"),
+    ]
+    if not fail:
+        assert stream.result.as_interruption_metadata().node_id == "talk"

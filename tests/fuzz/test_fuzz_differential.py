@@ -1,17 +1,20 @@
 """Differential fuzzing: random graphs give the same results in process and on Celery workers.
 
 A graph is a spec drawn from a seed (``apps/fuzz_graphs.py``): chains, fan-outs and joins,
-conditional routes (by parity, bounded loops, label lists, ``Command``), ``Send`` fan-outs,
-appender, reducer and overwrite keys, ``RemoveByHash``/``ReplaceAllWith``/``MARK_FOR_REMOVAL``,
-non-JSON values (tuple, bytes, date, frozenset), async nodes, ``GraphInterrupt`` gates, failing
-nodes, ``interrupt_before``/``interrupt_after`` (with and without ``interrupt_before_edge``),
-a node built as a merged subgraph.
-The worker compiled seeds ``0..N-1`` at import; hypothesis picks a seed and what the run is given
-(input, metadata, recursion limit, the updates of each resume, a second run on the thread) and
-the test runs the same calls on the in-process graph (``MemorySaver``) and on the worker's
-(``SqlSaver`` on PostgreSQL, nodes as Celery tasks).  Every call must end the same way (state,
-interruption node and reason, or error class), stream the same ``(step, node)`` outputs, and
-leave the same checkpoint history (step, node, next, values and source of every checkpoint).
+conditional routes (by parity, bounded loops, label lists, ``Command``), command nodes (a
+``Command`` goto among their destinations), streaming nodes (chunks, then the update), ``Send``
+fan-outs, appender, reducer and overwrite keys, ``RemoveByHash``/``ReplaceAllWith``/
+``MARK_FOR_REMOVAL``, non-JSON values (tuple, bytes, date, frozenset), async nodes,
+``GraphInterrupt`` gates, failing nodes, ``interrupt_before``/``interrupt_after`` (with and
+without ``interrupt_before_edge``), a node built as a merged subgraph (not a command node).
+The worker compiled seeds ``0..N-1`` at import; hypothesis picks a seed and what the run is
+given (input, metadata, recursion limit, the updates of each resume, a second run on the
+thread) and the test runs the same calls on the in-process graph (``MemorySaver``) and on the
+worker's (``SqlSaver`` on PostgreSQL, nodes as Celery tasks).  Every call must end the same way
+(state, interruption node and reason, or error class), stream the same ``(step, node)`` outputs
+and the same chunks before each step's outputs (see :func:`check_tails` for a step that stopped
+the run), and leave the same checkpoint history (step, node, next, values and source of every
+checkpoint).
 
 Examples: ``LGC_FUZZ_EXAMPLES`` (default 150 here, 300 for the in-process properties);
 graphs: ``LGC_FUZZ_GRAPHS`` (default 40).
@@ -41,6 +44,7 @@ from langgraph_celery import (
     GraphStateError,
     NodeError,
     RunnableConfig,
+    StreamingOutput,
     StreamMode,
 )
 from langgraph_celery.checkpoint import MemorySaver, WriteKind
@@ -93,6 +97,50 @@ def _outcome(stream: Any) -> Any:
     return ["completed", result.as_state_data()]
 
 
+def in_order(chunks: list[str]) -> list[str]:
+    """``chunks`` (of one node in one step), sorted, after checking that each of the node's
+    streams gave its chunks in order: a stream is the chunks with the same text before their
+    index, and several tasks of one node (``Send``) may stream the same one."""
+    streams: dict[str, list[int]] = {}
+    for chunk in chunks:
+        stream, _, index = chunk.rpartition(":")
+        streams.setdefault(stream, []).append(int(index))
+    for stream, indexes in streams.items():
+        counts: dict[int, int] = {}
+        for index in indexes:
+            counts[index] = counts.get(index, 0) + 1
+            assert index == 0 or counts[index] <= counts.get(index - 1, 0), (stream, indexes)
+    return sorted(chunks)
+
+
+def chunks_by_step(
+    events: list[tuple[Any, ...]],
+) -> tuple[list[tuple[int, str, list[str]]], dict[str, list[str]]]:
+    """What streaming nodes streamed in a call: ``(step, node, chunks)`` for the chunks that came
+    before the outputs of step ``step`` (checked in order, then sorted: parallel tasks' chunks
+    interleave differently from run to run), and the chunks after the last step output (of a
+    step that parked or failed) by node."""
+    committed: list[tuple[int, str, list[str]]] = []
+    pending: dict[str, list[str]] = {}
+    for event_ in events:
+        if event_[0] == "chunk":
+            pending.setdefault(event_[1], []).append(event_[2])
+        else:
+            committed.extend((event_[1], node, in_order(c)) for node, c in pending.items())
+            pending = {}
+    return sorted(committed), {node: in_order(c) for node, c in pending.items()}
+
+
+def check_tails(actual: list[dict[str, list[str]]], expected: list[dict[str, list[str]]]) -> None:
+    """A call that stopped in a step (parked, failed) streams, on Celery, what the step's nodes
+    streamed before the client read the stop: of each node, some of what it streams in process
+    (a sibling of the node that stopped the run may still be running)."""
+    assert len(actual) == len(expected)
+    for got, want in zip(actual, expected, strict=True):
+        for node, chunks in got.items():
+            assert set(chunks) <= set(want.get(node, [])), (node, got, want)
+
+
 def run_case(
     graph: CompiledGraph,
     case: Case,
@@ -109,20 +157,28 @@ def run_case(
         recursion_limit=case.recursion_limit,
     )
     calls: list[dict[str, Any]] = []
+    tails: list[dict[str, list[str]]] = []
     next_input: Any = case.input
     resumes = list(case.resumes)
     again = case.again
     while next_input is not None and len(calls) < MAX_CALLS:
         streamed: list[tuple[int, str]] = []
+        events: list[tuple[Any, ...]] = []
         stream = graph.stream(next_input, config)
         try:
             for output in stream:
-                streamed.append((output.step, output.node))
+                if isinstance(output, StreamingOutput):
+                    events.append(("chunk", output.node, output.chunk))
+                else:
+                    streamed.append((output.step, output.node))
+                    events.append(("step", output.step))
         except GraphError as error:
             outcome: Any = ["error", type(error).__name__, getattr(error, "error_type", None)]
         else:
             outcome = _outcome(stream)
-        calls.append({"streamed": sorted(streamed), "outcome": outcome})
+        chunks, tail = chunks_by_step(events)
+        calls.append({"streamed": sorted(streamed), "chunks": chunks, "outcome": outcome})
+        tails.append(tail)
         stopped_by_a_node = outcome[0] == "interrupted" and outcome[2] is not None
         if settle is not None and (stopped_by_a_node or outcome[1:2] == ["NodeError"]):
             settle(config)
@@ -133,6 +189,7 @@ def run_case(
     history = graph.get_state_history(config)
     return {
         "calls": calls,
+        "tails": tails,
         "state": dict(history[0].state.data) if history else None,
         "history": [
             (s.step, s.node, s.next, dict(s.state.data), s.metadata.get("source"))
@@ -185,7 +242,10 @@ def test_celery_runs_match_in_process_runs(fuzz_stack: FuzzStack, seed: int, cas
         kind = call["outcome"][0]
         event(f"call ended: {kind} {call['outcome'][1] if kind == 'error' else ''}")
     event(f"checkpoints: {len(expected['history']) // 5 * 5}+")
+    if any(call["chunks"] for call in expected["calls"]):
+        event("streamed chunks")
     assert actual["calls"] == expected["calls"]
+    check_tails(actual["tails"], expected["tails"])
     assert actual["state"] == expected["state"]
     assert actual["history"] == expected["history"]
 

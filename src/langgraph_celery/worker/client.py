@@ -32,7 +32,7 @@ from langgraph_celery.worker._store_calls import astore as _astore
 from langgraph_celery.worker._store_calls import store as _store
 from langgraph_celery.worker.notify import Subscription
 from langgraph_celery.worker.runtime import jsonable_config
-from langgraph_celery.worker.streaming import decode
+from langgraph_celery.worker.streaming import Relay
 
 if TYPE_CHECKING:
     from langgraph_celery.worker.handle import RunHandle
@@ -43,6 +43,10 @@ __all__ = ["CelerySource", "read_status", "status_of"]
 _POLL_MIN, _POLL_MAX = 0.0005, 0.02
 #: With wake-ups, how long a client waits for one before reading the store anyway.
 _WAKE_FALLBACK = 0.25
+#: How long a follower waits at most for what nodes streamed before a step it read was stored
+#: (a round trip to Redis: see ``Subscription.sync``).
+_SYNC_LIMIT = 2.0
+
 T = TypeVar("T")
 
 log = logging.getLogger("langgraph_celery.client")
@@ -58,19 +62,6 @@ def read_status(runtime: GraphRuntime, checkpoint: Checkpoint | None) -> Status:
         return Status(RunStatus.COMPLETED, None)
     thread_id, checkpoint_id = checkpoint.thread_id, checkpoint.checkpoint_id
     return status_of(_store(lambda: runtime.saver.get_with_writes(thread_id, checkpoint_id)))
-
-
-def _drain(subscription: Subscription, linger: float) -> list[bytes]:
-    """The run-outputs messages that have reached ``subscription`` (waiting ``linger`` seconds
-    for more once it is quiet), in order."""
-    while subscription.wait(0.001):
-        pass
-    if linger > 0:
-        subscription.wait(linger)
-        while subscription.wait(0.001):
-            pass
-    outputs, _ = subscription.take_outputs()
-    return outputs
 
 
 def _error_from(failure: Failure) -> errors.GraphError:
@@ -428,6 +419,10 @@ class CelerySource:
             for task_id, update in writes.items()
         ]
 
+    @staticmethod
+    def _no_outputs(checkpoint: Checkpoint) -> list[NodeOutput]:
+        return []
+
     def _since(self, latest: Checkpoint, seen: str) -> list[Checkpoint]:
         """Checkpoints after ``seen`` up to ``latest``, oldest first."""
         chain = [latest]
@@ -473,8 +468,10 @@ class CelerySource:
         seen = checkpoint
         delay = _POLL_MIN
         deadline = None if timeout is None else time.monotonic() + timeout
-        states: dict[str, Checkpoint] = {}  # the checkpoints streamed outputs belong to
-        streamed = False  # (the run's nodes have streamed something)
+        relay = None
+        if steps and subscription is not None and subscription.relays_outputs:
+            runner = runtime.engine.runner
+            relay = Relay(runtime.serializer, lambda v: runner.make_state(v, clone=False))
         try:
             while True:
                 view = await _sync.blocking(
@@ -485,30 +482,36 @@ class CelerySource:
                     raise GraphStateError(
                         f"thread {checkpoint.thread_id!r} was released or deleted"
                     )
-                if (
-                    steps
-                    and subscription is not None
-                    and latest.checkpoint_id != seen.checkpoint_id
-                ):
-                    # What the step's nodes streamed was published before the step was stored:
-                    # yield what has come of it before the step's outputs (for a run that
-                    # streams, a last short wait when it stopped, for messages on their way).
-                    settled = not _loop.has_pending(latest) or status_of(view).terminal
-                    linger = 0.02 if settled and streamed else 0.0
-                    outputs = await loop.run_in_executor(SHARED_POOL, _drain, subscription, linger)
-                    for output in await self._streamed(outputs, seen, states):
-                        yield output
+                synced = False  # (everything published before this read is in)
                 if latest.checkpoint_id != seen.checkpoint_id:
                     if steps:
                         since = await _sync.blocking(
                             _store, self._since, latest, seen.checkpoint_id
                         )
-                        for step in since:
-                            for output in self._outputs(step, config):
-                                yield output
+                        if relay is not None and subscription is not None:
+                            # what the steps' nodes streamed was published before the steps
+                            # were stored: have all of it, then yield it step by step
+                            await loop.run_in_executor(SHARED_POOL, subscription.sync, _SYNC_LIMIT)
+                            synced = True
+                            messages, _ = subscription.take_outputs()
+                            outputs = relay.stepped(
+                                messages, seen, since, lambda step: self._outputs(step, config)
+                            )
+                        else:
+                            outputs = [o for step in since for o in self._outputs(step, config)]
+                        for output in outputs:
+                            yield output
                     seen = latest
                     delay = _POLL_MIN
                 status = status_of(view)
+                if status.terminal and relay is not None and subscription is not None:
+                    # the run stopped in this step (parked, failed): what its nodes streamed
+                    # before that comes first
+                    if not synced:
+                        await loop.run_in_executor(SHARED_POOL, subscription.sync, _SYNC_LIMIT)
+                    messages, _ = subscription.take_outputs()
+                    for output in relay.stepped(messages, seen, (), self._no_outputs):
+                        yield output
                 if outcome.cancelled and not status.terminal:  # the stream's cancel()
                     await _sync.blocking(self.cancel, checkpoint.thread_id, checkpoint.run_id)
                     outcome.value, outcome.done = None, True
@@ -528,16 +531,19 @@ class CelerySource:
                     pause = min(pause, left)
                 if subscription is not None:
                     # woken by what nodes stream, yield it and wait on: the store is read again
-                    # on a step's wake-up, a cancel, or when the pause is over
+                    # on a step's wake-up, an output of a later step, a cancel, or when the
+                    # pause is over
                     until = time.monotonic() + pause
                     while True:
                         left = max(until - time.monotonic(), 0.0)
                         await loop.run_in_executor(SHARED_POOL, subscription.wait, left)
-                        outputs, stepped = subscription.take_outputs()
-                        streamed = streamed or bool(outputs)
-                        for output in await self._streamed(outputs, seen, states):
-                            yield output
-                        if stepped or not outputs or outcome.cancelled:
+                        messages, stepped = subscription.take_outputs()
+                        later = False
+                        if relay is not None:
+                            outputs, later = relay.running(messages, seen)
+                            for output in outputs:
+                                yield output
+                        if stepped or later or not messages or outcome.cancelled:
                             break
                         if time.monotonic() >= until:
                             break
@@ -547,35 +553,6 @@ class CelerySource:
         finally:
             if subscription is not None:
                 subscription.close()  # (returns the connection to the notifier: no round trip)
-
-    async def _streamed(
-        self, messages: list[bytes], seen: Checkpoint, states: dict[str, Checkpoint]
-    ) -> list[NodeOutput]:
-        """The outputs of the run's outputs channel ``messages``, each with the state its node
-        was called with: that of the checkpoint of its step (``seen``, the latest read, or read
-        from the store once) or its task's own input (a ``Send``)."""
-        runtime = self.runtime
-        outputs = []
-        for data in messages:
-            published = decode(runtime.serializer, data)
-            if published is None:
-                continue
-            checkpoint = seen if published.checkpoint_id == seen.checkpoint_id else None
-            if checkpoint is None:
-                checkpoint = states.get(published.checkpoint_id)
-            if checkpoint is None:
-                read = await _sync.blocking(
-                    runtime.saver.get, seen.thread_id, published.checkpoint_id
-                )
-                if read is None:
-                    continue  # (a step of a run since released)
-                states.clear()
-                states[read.checkpoint_id] = checkpoint = read
-            task = next((t for t in checkpoint.tasks if t.id == published.task_id), None)
-            values = task.arg if task is not None and task.has_arg else checkpoint.values
-            state = runtime.engine.runner.make_state(values, clone=False)
-            outputs.append(published.output(state))
-        return outputs
 
     async def _settle(
         self, status: Status, config: RunnableConfig, outcome: Outcome

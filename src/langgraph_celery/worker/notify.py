@@ -22,6 +22,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from typing import Any
 
 from langgraph_celery.worker import names
@@ -70,6 +71,11 @@ class Subscription:
         self._stepped = False
         self._broken = False
 
+    @property
+    def relays_outputs(self) -> bool:
+        """Whether it receives the run's outputs channel."""
+        return self._outputs_channel is not None
+
     def take_outputs(self) -> tuple[list[bytes], bool]:
         """The messages of the run's outputs channel received so far (in order), and whether a
         step wake-up came with them; both reset."""
@@ -87,28 +93,73 @@ class Subscription:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            try:
-                message = self._pubsub.get_message(ignore_subscribe_messages=True, timeout=left)
-            except Exception:  # a broken connection: the caller falls back to reading the store
-                self._broken = True
-                return False
+            message = self._next(left)
             if message is None:
-                continue  # (the time ran out, or it read a subscription's confirmation)
-            kind = message.get("type")
-            channel = message.get("channel")
-            if kind == "message" and channel is not None and channel == self._outputs_channel:
-                self._outputs.append(message.get("data", b""))
+                if self._broken:
+                    return False
+                continue
+            if self._keep(message):
                 return True
-            if kind == "message" and channel in self._channels:
-                self._stepped = True
-                return True
-            if (
-                kind == "pmessage"
-                and message.get("pattern") in self._patterns
-                and b'"STARTED"' not in message.get("data", b"")
-            ):
-                self._stepped = True
-                return True
+
+    def sync(self, timeout: float) -> bool:
+        """Receive every message Redis published to this subscription before the call (kept as
+        :meth:`wait` keeps them); True once they are in, False if that took over ``timeout``
+        seconds or the connection failed.
+
+        A barrier: the subscription's connection gets Redis's answers in the order Redis made
+        them, so the answer to a ``PING`` sent now comes after every message published before.
+        A client that read a step in the store calls it to have every output the step's nodes
+        streamed (they were published before the step was stored)."""
+        token = uuid.uuid4().hex.encode()
+        try:
+            self._pubsub.ping(token)
+        except Exception:
+            self._broken = True
+            return False
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            message = self._next(left)
+            if message is None:
+                if self._broken:
+                    return False
+                continue
+            if message.get("type") == "pong":
+                if message.get("data") == token:
+                    return True
+                continue
+            self._keep(message)
+
+    def _next(self, timeout: float) -> dict[str, Any] | None:
+        try:
+            message: dict[str, Any] | None = self._pubsub.get_message(
+                ignore_subscribe_messages=True, timeout=timeout
+            )
+        except Exception:  # a broken connection: the caller falls back to reading the store
+            self._broken = True
+            return None
+        return message  # (None: the time ran out, or it read a subscription's confirmation)
+
+    def _keep(self, message: dict[str, Any]) -> bool:
+        """Record ``message`` (an output, or a step's wake-up); whether it is one."""
+        kind = message.get("type")
+        channel = message.get("channel")
+        if kind == "message" and channel is not None and channel == self._outputs_channel:
+            self._outputs.append(message.get("data", b""))
+            return True
+        if kind == "message" and channel in self._channels:
+            self._stepped = True
+            return True
+        if (
+            kind == "pmessage"
+            and message.get("pattern") in self._patterns
+            and b'"STARTED"' not in message.get("data", b"")
+        ):
+            self._stepped = True
+            return True
+        return False
 
     def close(self) -> None:
         """Unsubscribe, and leave the connection to the notifier (closed if it failed)."""

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
+from lgc_stream_graphs import STREAM_GRAPHS
 from pydantic import BaseModel
 
 from langgraph_celery import (
@@ -585,6 +586,7 @@ GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     "dying": (dying, {}),
     "napping": (napping, {}),
     "streaming": (streaming, {}),
+    **STREAM_GRAPHS,
 }
 
 

@@ -8,7 +8,8 @@ the same seeds, so a seed names the same graph everywhere: the workers compile s
 A spec::
 
     {
-      "nodes": [{"id": "n0", "ops": [["add", 2], ["set", "x0", 3]], "async": false}, ...],
+      "nodes": [{"id": "n0", "ops": [["add", 2], ["set", "x0", 3]], "async": false,
+                 "stream": 0}, ...],
       "start": {"kind": "edges", "targets": ["n0"]} | a route (see below),
       "out": {"n0": {"kind": "edges", "targets": ["n1", "n2"]}, "n1": <route>, ...},
       "joins": [[["n1", "n2"], "n3"], ...],
@@ -38,6 +39,10 @@ state it is given (``s``) and of the config's metadata:
 ``["gate"]``          raise ``GraphInterrupt`` unless ``approved`` is truthy
 ``["boom", mod]``     raise ``ValueError`` when ``total % mod == mod - 1``
 
+A node with ``"stream": k > 0`` is a streaming node: it returns its update through a generator
+(an async generator ending with ``Done`` when the node is async) that first yields ``k`` chunks
+``"<node>:<total>:<len(log)>:<item>:<i>"`` (``i`` from 0).
+
 Routes (a conditional edge leaving a node, or START):
 
 ``{"kind": "parity", "even": A, "odd": B}``            by ``total % 2``
@@ -45,6 +50,10 @@ Routes (a conditional edge leaving a node, or START):
 ``{"kind": "fanout", "targets": [A, B, ...]}``         a list of labels chosen by ``total``
 ``{"kind": "command", "targets": [...], "key": k}``    ``Command(goto=..., update={k: ...})``
 ``{"kind": "send", "node": W}``                        ``Send(W, {"item": i})`` per input item
+
+or, leaving a node, ``{"kind": "goto", "targets": [...], "key": k}``: the node is a command node
+(``add_node(..., destinations=targets)``) returning ``Command(goto=..., update=...)``: its update
+plus ``{k: "goto:<node>:<target>"}``, going to ``targets[total % len(targets)]``.
 """
 
 from __future__ import annotations
@@ -63,6 +72,7 @@ from langgraph_celery import (
     Channel,
     Channels,
     Command,
+    Done,
     GraphInterrupt,
     RemoveByHash,
     ReplaceAllWith,
@@ -114,7 +124,8 @@ def spec_from_seed(seed: int) -> Spec:
                 targets.append(extra)
         if source != START and not targets:
             targets = [END]
-        edge = _draw_edge(rng, source, targets, ids, send_targets)
+        joined = any(source in sources for sources, _ in joins)
+        edge = _draw_edge(rng, source, targets, ids, send_targets, goto=not joined)
         if edge["kind"] != "edges" and rng.random() < 0.1:
             edge["boom"] = rng.choice([3, 4])
         if source == START:
@@ -133,7 +144,9 @@ def spec_from_seed(seed: int) -> Spec:
             # (not with a gate: a step where one node fails and another parks is reported as
             # parked in process, but as whichever marker a Celery client reads first)
             ops.append(["boom", rng.choice([3, 4, 5])])
-        nodes.append({"id": node, "ops": ops, "async": rng.random() < 0.3})
+        is_command = out[node]["kind"] == "goto"
+        streams = rng.randint(1, 3) if not is_command and rng.random() < 0.3 else 0
+        nodes.append({"id": node, "ops": ops, "async": rng.random() < 0.3, "stream": streams})
     interrupt_before = [rng.choice(ids)] if rng.random() < 0.3 else []
     interrupt_after = [rng.choice(ids)] if rng.random() < 0.3 else []
     return {
@@ -146,19 +159,27 @@ def spec_from_seed(seed: int) -> Spec:
         "interrupt_after": interrupt_after,
         "interrupt_before_edge": bool(interrupt_after) and rng.random() < 0.5,
         "recursion_limit": rng.choice([8, 12, 25]),
-        **_draw_merged(seed, [node for node in ids if node not in send_targets]),
+        **_draw_merged(
+            seed,
+            [n for n in ids if n not in send_targets and out[n]["kind"] != "goto"],
+        ),
     }
 
 
 def _draw_merged(seed: int, candidates: list[str]) -> dict[str, Any]:
-    """Which node (not one a Send reaches) is a merged subgraph, if any."""
+    """Which node (not one a Send reaches, nor a command node) is a merged subgraph, if any."""
     rng = random.Random(f"lgc-fuzz-merged-{seed}")
     merged = rng.choice(candidates) if candidates and rng.random() < 0.4 else None
     return {"merged": merged, "merged_check": rng.random() < 0.5}
 
 
 def _draw_edge(
-    rng: random.Random, source: str, targets: list[str], ids: list[str], sends: set[str]
+    rng: random.Random,
+    source: str,
+    targets: list[str],
+    ids: list[str],
+    sends: set[str],
+    goto: bool,
 ) -> dict[str, Any]:
     nodes = [t for t in targets if t != END]
     roll = rng.random()
@@ -174,10 +195,12 @@ def _draw_edge(
         pair = [targets[0], other]
         rng.shuffle(pair)
         return {"kind": "parity", "even": pair[0], "odd": pair[1]}
-    if roll < 0.75:
+    if roll < 0.72:
         return {"kind": "fanout", "targets": targets}
-    if roll < 0.85:
+    if roll < 0.8:
         return {"kind": "command", "targets": targets, "key": rng.choice(SHARED_KEYS)}
+    if roll < 0.9 and goto and source != START:
+        return {"kind": "goto", "targets": targets, "key": rng.choice(SHARED_KEYS)}
     return {"kind": "edges", "targets": targets}
 
 
@@ -248,7 +271,38 @@ def _update(node: str, ops: list[list[Any]], state: Any, config: Any) -> dict[st
     return update
 
 
-def _node(node: str, ops: list[list[Any]], is_async: bool) -> Callable[..., Any]:
+def _chunks(node: str, count: int, state: Any) -> list[str]:
+    s = _values(state)
+    total, seen, item = int(s.get("total") or 0), len(s.get("log") or []), s.get("item")
+    return [f"{node}:{total}:{seen}:{item}:{index}" for index in range(count)]
+
+
+def _node(node: str, ops: list[list[Any]], is_async: bool, streams: int) -> Callable[..., Any]:
+    if is_async and streams:
+
+        async def async_streaming(state: Any, config: Any) -> dict[str, Any]:
+            update = _update(node, ops, state, config)
+
+            async def chunks() -> Any:
+                for chunk in _chunks(node, streams, state):
+                    yield chunk
+                yield Done(update)
+
+            return {"out": chunks()}
+
+        return async_streaming
+    if streams:
+
+        def streaming(state: Any, config: Any) -> dict[str, Any]:
+            update = _update(node, ops, state, config)
+
+            def chunks() -> Any:
+                yield from _chunks(node, streams, state)
+                return update
+
+            return {"out": chunks()}
+
+        return streaming
     if is_async:
 
         async def async_action(state: Any, config: Any) -> dict[str, Any]:
@@ -260,6 +314,25 @@ def _node(node: str, ops: list[list[Any]], is_async: bool) -> Callable[..., Any]
         return _update(node, ops, state, config)
 
     return action
+
+
+def _command_node(
+    node: str, ops: list[list[Any]], is_async: bool, edge: Mapping[str, Any]
+) -> Callable[..., Any]:
+    targets = list(edge["targets"])
+
+    def command(state: Any, config: Any) -> Command:
+        update = _update(node, ops, state, config)
+        goto = targets[int(_values(state).get("total") or 0) % len(targets)]
+        return Command(goto=goto, update={**update, edge["key"]: f"goto:{node}:{goto}"})
+
+    if is_async:
+
+        async def async_command(state: Any, config: Any) -> Command:
+            return command(state, config)
+
+        return async_command
+    return command
 
 
 def _route(source: str, edge: Mapping[str, Any]) -> tuple[Callable[..., Any], Any]:
@@ -336,13 +409,22 @@ def _subgraph(node: str, action: Callable[..., Any], check: bool) -> StateGraph:
 def build(spec: Mapping[str, Any]) -> StateGraph:
     """The graph that ``spec`` describes (not compiled)."""
     graph = StateGraph(schema())
+    out = spec["out"]
     for node in spec["nodes"]:
-        action = _node(node["id"], node["ops"], node["async"])
-        if node["id"] == spec.get("merged"):
-            graph.add_node(node["id"], _subgraph(node["id"], action, spec["merged_check"]))
+        name, ops, is_async = node["id"], node["ops"], node["async"]
+        edge = out.get(name)
+        if edge is not None and edge["kind"] == "goto":
+            command = _command_node(name, ops, is_async, edge)
+            graph.add_node(name, command, destinations=list(edge["targets"]))
+            continue
+        action = _node(name, ops, is_async, node.get("stream", 0))
+        if name == spec.get("merged"):
+            graph.add_node(name, _subgraph(name, action, spec["merged_check"]))
         else:
-            graph.add_node(node["id"], action)
-    for source, edge in [(START, spec["start"]), *spec["out"].items()]:
+            graph.add_node(name, action)
+    for source, edge in [(START, spec["start"]), *out.items()]:
+        if edge["kind"] == "goto":
+            continue  # (the command node's destinations)
         if edge["kind"] == "edges":
             for target in edge["targets"]:
                 graph.add_edge(source, target)

@@ -1,0 +1,71 @@
+"""What travels where without Redis (docs/streaming.md, "On Celery"): on the embedded worker of
+a ``memory://`` broker the nodes' chunks are dropped on the worker, and a client streaming the
+run gets every step and the final update the generator returned."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from celery import Celery
+
+from langgraph_celery import (
+    END,
+    START,
+    AgentState,
+    Channels,
+    CompileConfig,
+    Done,
+    NodeOutput,
+    RunnableConfig,
+    StateGraph,
+    StreamingOutput,
+)
+from langgraph_celery.celery import CeleryExecutor
+from langgraph_celery.checkpoint import MemorySaver
+from langgraph_celery.worker.embedded import embedded_worker_for
+
+
+def talk(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+    config.emit("hello")
+
+    async def tokens() -> Any:
+        yield "t1"
+        yield Done({"log": ["talk"]})
+
+    return {"tokens": tokens()}
+
+
+@pytest.fixture
+def graph() -> Iterator[Any]:
+    app = Celery(f"transports-{uuid.uuid4().hex[:8]}", broker="memory://", set_as_current=False)
+    app.conf.task_default_queue = f"transports-{uuid.uuid4().hex[:8]}"
+    compiled = (
+        StateGraph({"log": Channels.appender()})
+        .add_node("talk", talk)
+        .add_edge(START, "talk")
+        .add_edge("talk", END)
+        .compile(
+            CompileConfig(
+                checkpoint_saver=MemorySaver(),
+                executor=CeleryExecutor(app),
+                graph_id=f"transports-{uuid.uuid4().hex[:8]}",
+            )
+        )
+    )
+    worker = embedded_worker_for(compiled)
+    assert worker is not None
+    worker.start()
+    try:
+        yield compiled
+    finally:
+        worker.stop()
+
+
+def test_without_redis_a_follower_gets_the_steps_and_no_chunk(graph: Any) -> None:
+    outputs: list[NodeOutput] = list(graph.stream({}, RunnableConfig(thread_id="t")))
+    assert not any(isinstance(o, StreamingOutput) for o in outputs)
+    assert [o.node for o in outputs] == [START, "talk", END]
+    assert outputs[-1].state.data == {"log": ["talk"]}
