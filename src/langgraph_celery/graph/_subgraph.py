@@ -125,6 +125,12 @@ def parking_of(node: str, interrupt: GraphInterrupt) -> Parking:
     return Parking(node_id, interrupt.reason or None, dict(interrupt.metadata))
 
 
+def _parent_run(checkpoint: Checkpoint) -> str | None:
+    """The parent run a child run's checkpoint belongs to (``Extra.PARENT``)."""
+    parent = checkpoint.extra.get(Extra.PARENT)
+    return parent.get("run_id") if isinstance(parent, Mapping) else None
+
+
 def _data(state: Any) -> dict[str, Any]:
     return dict(state.data if isinstance(state, AgentState) else state)
 
@@ -190,11 +196,7 @@ class SubgraphNode:
         if saver is None:
             return None, None
         latest = await engine.io(saver.get, thread)
-        if (
-            latest is None
-            or not _loop.has_pending(latest)
-            or latest.extra.get(Extra.PARENT) != parent_run
-        ):
+        if latest is None or not _loop.has_pending(latest) or _parent_run(latest) != parent_run:
             return latest, None
         for checkpoint in await engine.io(saver.list, thread):
             if checkpoint.run_id == latest.run_id and checkpoint.kind is CheckpointKind.INPUT:
@@ -224,7 +226,7 @@ class SubgraphNode:
 
             async def begin(run_config: RunnableConfig) -> tuple[Checkpoint, NodeOutput | None]:
                 return await engine.begin_from(
-                    base, graph_input, run_config, extra={Extra.PARENT: parent_run}
+                    base, graph_input, run_config, extra={Extra.PARENT: {"run_id": parent_run}}
                 )
 
         outcome = Outcome()

@@ -14,7 +14,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from langgraph_celery.checkpoint.base import PendingTask
 from langgraph_celery.checkpoint.index import missing_for_celery
 from langgraph_celery.errors import GraphDefinitionError
-from langgraph_celery.worker import endings, names, routing
+from langgraph_celery.worker import endings, names, routing, subgraphs
 from langgraph_celery.worker.envelope import MalformedMessage, TaskEnvelope
 from langgraph_celery.worker.guard import GuardTaskMessages
 from langgraph_celery.worker.notify import Notifier
@@ -254,6 +254,11 @@ class CeleryExecutor:
                 "process, but the broker sends tasks to other processes; use SqlSaver with a "
                 "database every worker reaches"
             )
+        return CelerySource(self.register(compiled))
+
+    def register(self, compiled: CompiledGraph) -> GraphRuntime:
+        """Register ``compiled`` (checked by :meth:`attach`), its node tasks and its compiled
+        subgraphs (``worker/subgraphs.py``) on the app."""
         nodes = tuple(compiled.spec.nodes)
         routing.check_graph_keys(self.routes, compiled.graph_id, nodes)
         runtime = GraphRuntime(self, compiled)
@@ -265,7 +270,8 @@ class CeleryExecutor:
             self.app, compiled.graph_id, routing.queues_for(self.routes, compiled.graph_id, nodes)
         )
         self._graph_nodes[compiled.graph_id] = nodes
-        return CelerySource(runtime)
+        subgraphs.register_children(self, runtime)
+        return runtime
 
     def check_routes(self) -> None:
         """Raise :class:`GraphDefinitionError` if a ``routes`` key names no node of the graphs
@@ -302,7 +308,8 @@ class CeleryExecutor:
             redelivered = bool((task.request.delivery_info or {}).get("redelivered"))
             return runtime.run_node(envelope, int(task.request.retries or 0), retry, redelivered)
 
-        run_node.__name__ = f"node_{node}"
+        # (an identifier: Celery builds the task's signature from it; node ids may hold dots)
+        run_node.__name__ = "node_" + "".join(c if c.isalnum() else "_" for c in node)
         # shared=False: a shared task would be added to every other app of the process too,
         # running this app's graphs (registry, saver) on the other app's workers.
         app.task(

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
+from lgc_subgraphs import SUBGRAPH_GRAPHS
 from pydantic import BaseModel
 
 from langgraph_celery import (
@@ -553,6 +554,7 @@ GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     "dying": (dying, {}),
     "napping": (napping, {}),
     "streaming": (streaming, {}),
+    **SUBGRAPH_GRAPHS,
 }
 
 

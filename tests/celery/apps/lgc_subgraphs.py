@@ -1,0 +1,140 @@
+"""Graphs with compiled subgraphs for the Celery tests (``test_celery_subgraphs.py``): the
+graphs of LangGraph4j's ``CompiledSubGraphTest`` (see ``tests/test_subgraph_compiled.py``), the
+children compiled without a saver or an executor (the parent's serve them)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langgraph_celery import (
+    END,
+    START,
+    AgentState,
+    Channels,
+    CompiledGraph,
+    GraphInterrupt,
+    RunnableConfig,
+    StateGraph,
+)
+
+SCHEMA = {"messages": Channels.appender()}
+
+
+def _redis() -> Any:
+    import redis
+
+    return redis.Redis.from_url(os.environ["LGC_REDIS_URL"])
+
+
+def node(node_id: str, attribute: str | None = None) -> Callable[..., Any]:
+    """Appends ``[id<attribute value>]``; records its ``node_path`` and ``graph_id``."""
+
+    def action(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        assert config.node_id == node_id
+        value = state.value(attribute, "") if attribute is not None else ""
+        return {
+            "messages": f"[{node_id}{value}]",
+            f"path_{node_id}": [*config.node_path, str(config.graph_id)],
+        }
+
+    return action
+
+
+def asking(node_id: str) -> Callable[..., Any]:
+    """Interrupts while ``ask`` is set and ``resume_subgraph`` is not."""
+
+    def action(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        if state.value("ask") and not state.value("resume_subgraph"):
+            raise GraphInterrupt("approve?", {"path": list(config.node_path)})
+        return {"messages": f"[{node_id}]"}
+
+    return action
+
+
+def dying_once(node_id: str) -> Callable[..., Any]:
+    """With ``die_once``, kills its worker process (SIGKILL) on its first call (counted in
+    Redis under ``calls:<thread>:<node>``)."""
+
+    def action(state: AgentState) -> dict[str, Any]:
+        thread = state.value("thread")
+        client = _redis()
+        try:
+            calls = int(client.incr(f"calls:{thread}:{node_id}"))
+        finally:
+            client.close()
+        if state.value("die_once") and calls == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return {"messages": f"[{node_id}]"}
+
+    return action
+
+
+def _chain(names: list[tuple[str, Any]]) -> StateGraph:
+    graph = StateGraph(SCHEMA)
+    previous = START
+    for name, action in names:
+        graph.add_node(name, action).add_edge(previous, name)
+        previous = name
+    return graph.add_edge(previous, END)
+
+
+def approval_child() -> CompiledGraph:
+    return _chain(
+        [
+            ("NODE3.1", node("NODE3.1")),
+            ("NODE3.2", asking("NODE3.2")),
+            ("NODE3.3", dying_once("NODE3.3")),
+            ("NODE3.4", node("NODE3.4", "newAttribute")),
+        ]
+    ).compile()
+
+
+def sub_approval() -> StateGraph:
+    """NODE1 -> NODE2 -> NODE3 (the compiled child) -> NODE4 -> NODE5<newAttribute>."""
+    return _chain(
+        [
+            ("NODE1", node("NODE1")),
+            ("NODE2", node("NODE2")),
+            ("NODE3", approval_child()),
+            ("NODE4", node("NODE4")),
+            ("NODE5", node("NODE5", "newAttribute")),
+        ]
+    )
+
+
+def sub_nested() -> StateGraph:
+    """testCompiledSubGraphTracking: main1 -> subgraph1 (bar1 -> subgraph2 (foo1..3) -> bar2)
+    -> main2, three levels, the inner one with a graph_id of its own."""
+    sub_sub_graph = _chain([(f"foo{i}", node(f"foo{i}")) for i in (1, 2, 3)]).compile()
+    sub_graph = _chain(
+        [("bar1", node("bar1")), ("subgraph2", sub_sub_graph), ("bar2", node("bar2"))]
+    ).compile()
+    return _chain([("main1", node("main1")), ("subgraph1", sub_graph), ("main2", node("main2"))])
+
+
+def sub_fanout() -> StateGraph:
+    """a -> (sub | sibling) -> z: the child's changes and a sibling's in one step."""
+    child = _chain([("c1", node("c1")), ("c2", node("c2"))]).compile()
+    return (
+        StateGraph(SCHEMA)
+        .add_node("a", node("a"))
+        .add_node("sub", child)
+        .add_node("sibling", node("sibling"))
+        .add_node("z", node("z"))
+        .add_edge(START, "a")
+        .add_edge("a", "sub")
+        .add_edge("a", "sibling")
+        .add_edge(["sub", "sibling"], "z")
+        .add_edge("z", END)
+    )
+
+
+#: graph_id -> (builder, compile options), merged into ``lgc_graphs.GRAPHS``.
+SUBGRAPH_GRAPHS: Mapping[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
+    "sub-approval": (sub_approval, {}),
+    "sub-nested": (sub_nested, {}),
+    "sub-fanout": (sub_fanout, {}),
+}

@@ -1,0 +1,159 @@
+"""Compiled subgraphs on Celery workers (SPEC §9): the child's nodes are tasks of their own,
+the child's end commits the parent's step once, an interruption inside the child parks the
+parent and a resume from another process resumes the child; graphs in
+``apps/lgc_subgraphs.py`` (those of ``tests/test_subgraph_compiled.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery.result import AsyncResult
+
+from celery_support import CeleryStack, run_client, wait_until
+from langgraph_celery import GraphInput, RunnableConfig
+from langgraph_celery.checkpoint import CheckpointKind, RunStatus
+from langgraph_celery.worker.names import celery_task_id, node_task_name
+
+FINAL = [
+    "[NODE1]",
+    "[NODE2]",
+    "[NODE3.1]",
+    "[NODE3.2]",
+    "[NODE3.3]",
+    "[NODE3.4<myNewValue>]",
+    "[NODE4]",
+    "[NODE5<myNewValue>]",
+]
+
+
+def task_result(stack: CeleryStack, thread: str, node: str) -> Any:
+    """The Celery result of ``node``'s task on ``thread`` (its step's checkpoint found in the
+    thread's history)."""
+    for checkpoint in stack.saver.list(thread):
+        for task in checkpoint.tasks:
+            if task.node == node:
+                task_id = celery_task_id(checkpoint.run_id, checkpoint.checkpoint_id, task.id)
+                return AsyncResult(task_id, app=stack.app).get(timeout=10)
+    raise AssertionError(f"no task of {node!r} on thread {thread!r}")
+
+
+def test_nested_subgraphs_run_their_nodes_as_tasks(celery_stack: CeleryStack, thread: str) -> None:
+    graph = celery_stack.graph("sub-nested")
+    state = graph.invoke({"thread": thread}, RunnableConfig(thread_id=thread), timeout=60)
+    assert state.value("messages") == [
+        "[main1]",
+        "[bar1]",
+        "[foo1]",
+        "[foo2]",
+        "[foo3]",
+        "[bar2]",
+        "[main2]",
+    ]
+    # node_path: the root graph's id, the subgraph nodes, the node; each child its graph id
+    assert state.value("path_main1") == ["sub-nested", "main1", "sub-nested"]
+    assert state.value("path_bar1") == [
+        "sub-nested",
+        "subgraph1",
+        "bar1",
+        "sub-nested/subgraph1",
+    ]
+    assert state.value("path_foo2") == [
+        "sub-nested",
+        "subgraph1",
+        "subgraph2",
+        "foo2",
+        "sub-nested/subgraph1/subgraph2",
+    ]
+    # the subgraph nodes' tasks only started their child runs; the child's nodes ran as
+    # tasks of their own, on the child threads named after the parent's thread and path
+    assert task_result(celery_stack, thread, "subgraph1")["status"] == "child-started"
+    inner = f"{thread}/subgraph1/subgraph2"
+    assert task_result(celery_stack, inner, "foo2")["status"] == "merged"
+    assert task_result(celery_stack, f"{thread}/subgraph1", "subgraph2")["status"] == (
+        "child-started"
+    )
+    assert celery_stack.saver.get(inner).values["messages"][-1] == "[foo3]"
+    assert node_task_name("sub-nested/subgraph1/subgraph2", "foo2") in celery_stack.app.tasks
+    # every run (the parent's and both children's) completed
+    runs = celery_stack.saver.list_runs(status=RunStatus.RUNNING, limit=500)
+    assert not [run for run in runs if run.thread_id.startswith(thread)]
+
+
+def test_changes_reach_the_parent_once_beside_a_sibling(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    graph = celery_stack.graph("sub-fanout")
+    state = graph.invoke({"thread": thread}, RunnableConfig(thread_id=thread), timeout=60)
+    assert state.value("messages") == ["[a]", "[c1]", "[c2]", "[sibling]", "[z]"]
+
+
+def test_an_interruption_in_the_child_parks_the_parent_and_another_process_resumes_it(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    graph = celery_stack.graph("sub-approval")
+    config = RunnableConfig(thread_id=thread)
+    stream = graph.stream({"thread": thread, "ask": True}, config, timeout=60)
+    list(stream)
+    interruption = stream.result.as_interruption_metadata()
+    assert interruption.node_id == "NODE3.2"
+    assert interruption.reason == "approve?"
+    assert interruption.metadata["subgraph_path"] == ["NODE3", "NODE3.2"]
+    assert interruption.metadata["path"] == ["sub-approval", "NODE3", "NODE3.2"]
+    assert graph.get_state(config).next == ("NODE3",)
+    parked = celery_stack.saver.get(f"{thread}/NODE3")
+    assert parked is not None and parked.next == ("NODE3.2",)
+
+    update = {"resume_subgraph": True, "newAttribute": "<myNewValue>"}
+    code = (
+        "from langgraph_celery import GraphInput, RunnableConfig\n"
+        f"config = RunnableConfig(thread_id={thread!r})\n"
+        f"handle = graphs['sub-approval'].start(GraphInput.resume({update!r}), config)\n"
+        "print(json.dumps(handle.run_id))\n"
+    )
+    run_id = run_client(celery_stack.settings, code)
+    assert isinstance(run_id, str)
+
+    def done() -> bool:
+        latest = celery_stack.saver.get(thread)
+        return latest is not None and not latest.next and latest.kind is CheckpointKind.LOOP
+
+    wait_until(done, timeout=60, what="the resumed run to complete")
+    assert graph.get_state(config).state.value("messages") == FINAL
+
+
+def test_a_child_node_killed_mid_task_runs_again_and_applies_once(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    """kill -9 of the worker process running a child's node: the message comes back, the node
+    runs again, the child's changes reach the parent once."""
+    graph = celery_stack.graph("sub-approval")
+    config = RunnableConfig(thread_id=thread)
+    state = graph.invoke(
+        {"thread": thread, "die_once": True, "newAttribute": "<myNewValue>"}, config, timeout=90
+    )
+    assert state.value("messages") == FINAL
+    assert int(redis_client.get(f"calls:{thread}:NODE3.3")) == 2
+
+
+def test_a_duplicated_subgraph_task_changes_nothing(celery_stack: CeleryStack, thread: str) -> None:
+    graph = celery_stack.graph("sub-approval")
+    config = RunnableConfig(thread_id=thread)
+    state = graph.invoke({"thread": thread, "newAttribute": "<myNewValue>"}, config, timeout=60)
+    assert state.value("messages") == FINAL
+    history = celery_stack.saver.list(thread)
+    child_history = celery_stack.saver.list(f"{thread}/NODE3")
+    step = next(c for c in history if c.next == ("NODE3",))
+    runtime = celery_stack.executor.runtime("sub-approval")
+    assert runtime is not None
+    envelope = runtime.envelope(step, step.tasks[0])
+    # the same message again (a duplicate delivery, a re-dispatch): nothing new runs
+    sent = celery_stack.app.send_task(
+        node_task_name("sub-approval", "NODE3"), kwargs=envelope.to_message()
+    )
+    assert sent.get(timeout=20)["status"] == "duplicate"
+    assert len(celery_stack.saver.list(thread)) == len(history)
+    assert len(celery_stack.saver.list(f"{thread}/NODE3")) == len(child_history)
+    assert graph.get_state(config).state.value("messages") == FINAL
+    # a new run on the thread runs a fresh child run (its state is not merged twice)
+    again = graph.invoke(GraphInput.args({"thread": thread}), config, timeout=60)
+    assert again.value("messages") == FINAL + FINAL
