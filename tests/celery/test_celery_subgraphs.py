@@ -73,6 +73,15 @@ def test_nested_subgraphs_run_their_nodes_as_tasks(celery_stack: CeleryStack, th
         "child-started"
     )
     assert celery_stack.saver.get(inner).values["messages"][-1] == "[foo3]"
+    # what Flower shows of a child's node task: its graph (the subgraph's path) and its thread
+    # (the parent's thread and the subgraph's path)
+    foo2 = next(c for c in celery_stack.saver.list(inner) if c.next == ("foo2",))
+    shown = AsyncResult(
+        celery_task_id(foo2.run_id, foo2.checkpoint_id, "foo2"), app=celery_stack.app
+    )
+    assert shown.name == node_task_name("sub-nested/subgraph1/subgraph2", "foo2")
+    assert shown.kwargs["thread_id"] == inner
+    assert shown.kwargs["graph_id"] == "sub-nested/subgraph1/subgraph2"
     assert node_task_name("sub-nested/subgraph1/subgraph2", "foo2") in celery_stack.app.tasks
     # every run (the parent's and both children's) completed
     runs = celery_stack.saver.list_runs(status=RunStatus.RUNNING, limit=500)
@@ -157,3 +166,33 @@ def test_a_duplicated_subgraph_task_changes_nothing(celery_stack: CeleryStack, t
     # a new run on the thread runs a fresh child run (its state is not merged twice)
     again = graph.invoke(GraphInput.args({"thread": thread}), config, timeout=60)
     assert again.value("messages") == FINAL + FINAL
+
+
+def test_cancelling_the_parent_cancels_its_child_run(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    graph = celery_stack.graph("sub-slow")
+    config = RunnableConfig(thread_id=thread)
+    redis_client.set(f"hold:{thread}:s1", 1)
+    try:
+        handle = graph.start({"thread": thread}, config)
+        wait_until(lambda: redis_client.get(f"started:{thread}:s1") is not None, 30, 0.01, "s1")
+        assert handle.cancel() is True
+    finally:
+        redis_client.delete(f"hold:{thread}:s1")
+    assert handle.status() == "cancelled"
+    child = celery_stack.saver.list_runs(graph_id="sub-slow/sub", limit=500)
+    ours = [run for run in child if run.thread_id == f"{thread}/sub"]
+    assert [run.status for run in ours] == [RunStatus.CANCELLED]
+
+    def child_stopped() -> bool:  # s1 finishes; s2's task sees the cancel and stops
+        latest = celery_stack.saver.get(f"{thread}/sub")
+        return latest is not None and latest.next == ("s2",)
+
+    wait_until(child_stopped, 30, 0.05, "the child to stop before s2")
+    assert redis_client.get(f"started:{thread}:s2") is None
+    assert graph.get_state(config).next == ("sub",)
+    # resumable: the child continues where it stopped (s1 does not run again)
+    state = graph.invoke(GraphInput.resume(), config, timeout=60)
+    assert state.value("messages") == ["[s1]", "[s2]", "[after]"]
+    assert int(redis_client.get(f"started:{thread}:s1")) == 1

@@ -28,7 +28,7 @@ from langgraph_celery.graph._loop import Extra, Failure, Mark, RunStatus, Status
 from langgraph_celery.graph._sync import SHARED_POOL
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import END, START, GraphInput, NodeOutput
-from langgraph_celery.worker import names
+from langgraph_celery.worker import names, subgraphs
 from langgraph_celery.worker.notify import Subscription
 from langgraph_celery.worker.runtime import jsonable_config
 from langgraph_celery.worker.streaming import decode
@@ -672,4 +672,6 @@ class CelerySource:
         took_effect = cancelled and read_status(runtime, marked).status is RunStatus.CANCELLED
         if took_effect:
             _store(runtime.record, marked, RunStatus.CANCELLED)
+        if runtime.children:  # the child runs of its compiled subgraphs stop with it
+            subgraphs.cancel_children(runtime, marked)
         return took_effect

@@ -16,6 +16,9 @@ returns; the child's nodes are tasks of their own; the child's end commits the p
   (first write wins) and committed as a finishing node task does (compare-and-set).  A child
   that parks parks its parent at the inner node; one that fails fails it (:func:`child_parked`,
   :func:`child_failed`).
+- **Cancel.** Cancelling the parent's run cancels the child runs of its step
+  (:func:`cancel_children`); a child that ends anyway records the node's update on the
+  cancelled step without committing it, for the resume.
 - **Resume.** Resuming the parent dispatches the subgraph node's task again: the child run of
   the parent's run that has something pending is resumed, with the changes the parent's state
   went through since the child started.
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     from langgraph_celery.worker.runtime import GraphRuntime
 
 __all__ = [
+    "cancel_children",
     "child_completed",
     "child_failed",
     "child_parked",
@@ -217,3 +221,21 @@ def child_failed(child: GraphRuntime, checkpoint: Checkpoint, failure: Failure) 
     if found is not None:
         parent, stored, _ = found
         parent.mark_failed(stored, failure)
+
+
+def cancel_children(runtime: GraphRuntime, checkpoint: Checkpoint) -> None:
+    """Cancel the child runs that the subgraph nodes of ``checkpoint``'s step started (their
+    parent's run was cancelled there), and theirs."""
+    from langgraph_celery.worker.client import CelerySource
+
+    for task in checkpoint.tasks:
+        child = runtime.children.get(task.node)
+        if child is None:
+            continue
+        thread = child_thread(checkpoint.thread_id, task.id)
+        latest = child.saver.get(thread)
+        ref = parent_of(latest) if latest is not None else None
+        if latest is None or ref is None or ref.get("run_id") != checkpoint.run_id:
+            continue
+        if _loop.has_pending(latest):
+            CelerySource(child).cancel(thread, latest.run_id)

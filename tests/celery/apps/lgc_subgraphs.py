@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -72,6 +73,25 @@ def dying_once(node_id: str) -> Callable[..., Any]:
     return action
 
 
+def holding(node_id: str) -> Callable[..., Any]:
+    """Counts its starts (``started:<thread>:<node>``), then waits while the Redis key
+    ``hold:<thread>:<node>`` exists (at most 60 s)."""
+
+    def action(state: AgentState) -> dict[str, Any]:
+        thread = state.value("thread")
+        client = _redis()
+        try:
+            client.incr(f"started:{thread}:{node_id}")
+            deadline = time.monotonic() + 60
+            while client.exists(f"hold:{thread}:{node_id}") and time.monotonic() < deadline:
+                time.sleep(0.01)
+        finally:
+            client.close()
+        return {"messages": f"[{node_id}]"}
+
+    return action
+
+
 def _chain(names: list[tuple[str, Any]]) -> StateGraph:
     graph = StateGraph(SCHEMA)
     previous = START
@@ -132,9 +152,16 @@ def sub_fanout() -> StateGraph:
     )
 
 
+def sub_slow() -> StateGraph:
+    """sub (s1 -> s2, both :func:`holding`) -> after."""
+    child = _chain([("s1", holding("s1")), ("s2", holding("s2"))]).compile()
+    return _chain([("sub", child), ("after", node("after"))])
+
+
 #: graph_id -> (builder, compile options), merged into ``lgc_graphs.GRAPHS``.
 SUBGRAPH_GRAPHS: Mapping[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     "sub-approval": (sub_approval, {}),
     "sub-nested": (sub_nested, {}),
     "sub-fanout": (sub_fanout, {}),
+    "sub-slow": (sub_slow, {}),
 }
