@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import operator
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
@@ -760,3 +761,35 @@ def test_cancelling_the_parent_cancels_the_subgraph(
     assert isinstance(saver, RunIndex)
     runs = {run.thread_id: run.status for run in saver.list_runs()}
     assert runs == {"cancel": RunStatus.COMPLETED, "cancel/sub": RunStatus.COMPLETED}
+
+
+class Typed(TypedDict):
+    messages: Annotated[list[str], operator.add]
+    total: Annotated[int, operator.add]
+    seen: Annotated[dict[str, int], lambda old, new: {**old, **new}]
+    tags: Annotated[list[str], lambda old, new: sorted(set(old) - {"drop"} | set(new))]
+
+
+def test_keys_with_reducers_of_their_own_see_the_change_once() -> None:
+    """LangGraph's ``Annotated[list, operator.add]`` and other reducers: the node's update is
+    what the reducer turns the parent's value into the child's with (checked by calling it)."""
+
+    def work(state: AgentState) -> dict[str, Any]:
+        return {"messages": ["x"], "total": 5, "seen": {"child": 1}, "tags": ["drop", "new"]}
+
+    child = StateGraph(Typed).add_node("work", work).add_edge(START, "work")
+    parent = (
+        StateGraph(Typed)
+        .add_node("a", lambda s: {"messages": ["a"], "total": 2, "seen": {"a": 1}})
+        .add_node("sub", child.add_edge("work", END).compile())
+        .add_edge(START, "a")
+        .add_edge("a", "sub")
+        .add_edge("sub", END)
+        .compile()
+    )
+    state = parent.invoke({"messages": [], "total": 0, "seen": {}, "tags": ["drop", "old"]})
+    assert state.value("messages") == ["a", "x"]
+    assert state.value("total") == 7
+    assert state.value("seen") == {"a": 1, "child": 1}
+    # (the child's value itself is the update this reducer turns the parent's into it with)
+    assert state.value("tags") == ["drop", "new", "old"]

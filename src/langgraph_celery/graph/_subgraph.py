@@ -26,6 +26,7 @@ each change once (an appender is not doubled).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -82,8 +83,9 @@ def changes(
     """The update that takes state ``before`` to ``after`` through ``schema``'s reducers.
 
     A removed key is :data:`MARK_FOR_REMOVAL`; an appender that only grew gets the items added
-    (else ``ReplaceAllWith`` the new list); any other changed key its new value (a key with a
-    reducer of its own sees the new value once).
+    (else ``ReplaceAllWith`` the new list); a key with a reducer of its own the update the
+    reducer turns the old value into the new one with (:func:`_through`); any other changed key
+    its new value.
     """
     update: dict[str, Any] = {}
     for key in before:
@@ -102,9 +104,44 @@ def changes(
                     update[key] = value[len(old) :]
             else:
                 update[key] = ReplaceAllWith(value if isinstance(value, list) else [value])
+        elif channel is not None and channel.reducer is not None:
+            old = before[key] if had else channel.default()
+            update[key] = _through(channel, old, value)
         else:
             update[key] = value
     return update
+
+
+def _candidates(old: Any, new: Any) -> list[Any]:
+    """What an update of a key with a reducer of its own may be, to take ``old`` to ``new``:
+    the items a list gained, the amount a number grew by, or ``new`` itself."""
+    found: list[Any] = []
+    if isinstance(old, list) and isinstance(new, list) and new[: len(old)] == old:
+        found.append(new[len(old) :])
+    numbers = (int, float)
+    if (
+        isinstance(old, numbers)
+        and isinstance(new, numbers)
+        and not isinstance(old, bool)
+        and not isinstance(new, bool)
+    ):
+        found.append(new - old)
+    found.append(new)
+    return found
+
+
+def _through(channel: Channel, old: Any, new: Any) -> Any:
+    """The update that ``channel``'s reducer turns ``old`` into ``new`` with (so that an additive
+    reducer such as ``operator.add`` adds the change once), checked by calling the reducer on a
+    copy; ``new`` itself when none does."""
+    assert channel.reducer is not None
+    for candidate in _candidates(old, new):
+        try:
+            if channel.reducer(copy.deepcopy(old), candidate) == new:
+                return candidate
+        except Exception:  # (a candidate the reducer refuses is not the one)
+            continue
+    return new
 
 
 class SubgraphInterrupt(GraphInterrupt):
