@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from celery.result import AsyncResult
+from lgc_subgraphs import sub_nested
 
 from celery_support import CeleryStack, run_client, wait_until
-from langgraph_celery import GraphInput, RunnableConfig
-from langgraph_celery.checkpoint import CheckpointKind, RunStatus
+from langgraph_celery import CompileConfig, GraphInput, RunnableConfig
+from langgraph_celery.checkpoint import CheckpointKind, MemorySaver, RunStatus
 from langgraph_celery.worker.names import celery_task_id, node_task_name
 
 FINAL = [
@@ -64,6 +65,15 @@ def test_nested_subgraphs_run_their_nodes_as_tasks(celery_stack: CeleryStack, th
         "foo2",
         "sub-nested/subgraph1/subgraph2",
     ]
+    # the parent's hooks around subgraph1: the child saw the before hook's change, the after
+    # hook saw the child's changes
+    assert state.value("before_bar1") == "subgraph1"
+    assert state.value("after_saw") == ["[bar1]", "[foo1]", "[foo2]", "[foo3]", "[bar2]"]
+    # as in process
+    local = sub_nested().compile(CompileConfig(checkpoint_saver=MemorySaver(), graph_id="local"))
+    expected = local.invoke({"thread": thread}, RunnableConfig(thread_id=thread))
+    for key in ("messages", "before_bar1", "before_foo1", "after_saw"):
+        assert state.value(key) == expected.value(key), key
     # the subgraph nodes' tasks only started their child runs; the child's nodes ran as
     # tasks of their own, on the child threads named after the parent's thread and path
     assert task_result(celery_stack, thread, "subgraph1")["status"] == "child-started"

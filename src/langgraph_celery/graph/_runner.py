@@ -300,6 +300,36 @@ class TaskRunner:
             return {**(update or {}), GOTO: goto}
         return update
 
+    async def before_node(
+        self, node: str, values: Mapping[str, Any], config: RunnableConfig
+    ) -> dict[str, Any]:
+        """The state ``node``'s before-call hooks make of ``values``, for a node whose action
+        runs elsewhere (a compiled subgraph's child run, on Celery)."""
+        chain = self._nodes[node]
+        state = self.make_state(values, config.clone_state)
+        if chain.before:
+            node_config = config._for_runtime(node_id=node, stream_state=state)
+            state, _ = await self._before(chain, node, state, node_config)
+        return dict(state.data if isinstance(state, AgentState) else state)
+
+    async def after_node(
+        self,
+        node: str,
+        values: Mapping[str, Any],
+        config: RunnableConfig,
+        update: Mapping[str, Any],
+    ) -> dict[str, Any] | None:
+        """What ``node``'s after-call hooks make of its ``update`` (see :meth:`before_node`)."""
+        chain = self._nodes[node]
+        if not chain.after:
+            return dict(update)
+        state = self.make_state(values, config.clone_state)
+        node_config = config._for_runtime(node_id=node, stream_state=state)
+        result: Any = dict(update)
+        for hook in chain.after:
+            result = await _resolve(hook(node, state, node_config, result))
+        return check_update(node, result)
+
     async def run_route(
         self, source: str, values: Mapping[str, Any], config: RunnableConfig
     ) -> Any:

@@ -106,7 +106,11 @@ async def start_child(
         if not _loop.has_pending(latest):
             await child_completed(child, latest)
         return TaskResult(TaskStatus.DUPLICATE, task.node)
-    values = dict(task.arg if task.has_arg else checkpoint.values)
+    config = runtime.config_of(checkpoint)
+    # the parent's before-call hooks of the node: their changes reach the child's input (and,
+    # through the child's changes, the node's update)
+    given = task.arg if task.has_arg else checkpoint.values
+    values = await runtime.engine.runner.before_node(task.node, given, config)
     reference = {
         "run_id": checkpoint.run_id,
         "graph_id": runtime.graph_id,
@@ -118,7 +122,7 @@ async def start_child(
     extra: dict[str, Any] = {Extra.PARENT: reference}
     if Extra.RUN_CONFIG in checkpoint.extra:  # the caller's limits and metadata
         extra[Extra.RUN_CONFIG] = checkpoint.extra[Extra.RUN_CONFIG]
-    config = runtime.config_of(checkpoint).with_changes(thread_id=thread)
+    config = config.with_changes(thread_id=thread)
     engine = child.engine
     started = None
     if latest is not None and ref is not None and ref.get("run_id") == checkpoint.run_id:
@@ -177,7 +181,10 @@ async def child_completed(child: GraphRuntime, final: Checkpoint) -> None:
     if checkpoint is None or task is None:
         return  # (the parent's thread was released or moved on)
     before = task.arg if task.has_arg else checkpoint.values
+    config = parent.config_of(checkpoint)
     update = changes(parent.engine.spec.schema, before, final.values)
+    # the parent's after-call hooks of the node see (and may change) the child's changes
+    update = await parent.engine.runner.after_node(task.node, before, config, update) or {}
     saver.put_writes(checkpoint.thread_id, checkpoint.checkpoint_id, task.id, task.node, update)
     marks = StepMarks.of(
         saver.get_writes(checkpoint.thread_id, checkpoint.checkpoint_id),
@@ -187,7 +194,7 @@ async def child_completed(child: GraphRuntime, final: Checkpoint) -> None:
     if marks.step_committed or marks.cancelled or marks.stopped:
         return
     if _loop.decide_step(checkpoint.tasks, marks).action is Action.COMMIT:
-        await parent._commit(checkpoint, marks.updates, parent.config_of(checkpoint), True)
+        await parent._commit(checkpoint, marks.updates, config, True)
 
 
 def _parent_step(

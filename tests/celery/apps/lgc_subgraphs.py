@@ -31,15 +31,19 @@ def _redis() -> Any:
 
 
 def node(node_id: str, attribute: str | None = None) -> Callable[..., Any]:
-    """Appends ``[id<attribute value>]``; records its ``node_path`` and ``graph_id``."""
+    """Appends ``[id<attribute value>]``; records its ``node_path`` and ``graph_id``, and the
+    state's ``before`` (set by a hook) if any."""
 
     def action(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         assert config.node_id == node_id
         value = state.value(attribute, "") if attribute is not None else ""
-        return {
+        update = {
             "messages": f"[{node_id}{value}]",
             f"path_{node_id}": [*config.node_path, str(config.graph_id)],
         }
+        if state.value("before"):
+            update[f"before_{node_id}"] = state.value("before")
+        return update
 
     return action
 
@@ -127,12 +131,19 @@ def sub_approval() -> StateGraph:
 
 def sub_nested() -> StateGraph:
     """testCompiledSubGraphTracking: main1 -> subgraph1 (bar1 -> subgraph2 (foo1..3) -> bar2)
-    -> main2, three levels, the inner one with a graph_id of its own."""
+    -> main2, three levels; hooks of the parent around ``subgraph1``."""
     sub_sub_graph = _chain([(f"foo{i}", node(f"foo{i}")) for i in (1, 2, 3)]).compile()
     sub_graph = _chain(
         [("bar1", node("bar1")), ("subgraph2", sub_sub_graph), ("bar2", node("bar2"))]
     ).compile()
-    return _chain([("main1", node("main1")), ("subgraph1", sub_graph), ("main2", node("main2"))])
+    graph = _chain([("main1", node("main1")), ("subgraph1", sub_graph), ("main2", node("main2"))])
+    # the parent's hooks around the subgraph node: the before hook's change reaches the child,
+    # the after hook sees the child's changes
+    graph.add_before_call_node_hook("subgraph1", lambda n, s, c: {"before": n})
+    graph.add_after_call_node_hook(
+        "subgraph1", lambda n, s, c, result: {**result, "after_saw": result.get("messages")}
+    )
+    return graph
 
 
 def sub_fanout() -> StateGraph:
