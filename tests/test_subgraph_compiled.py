@@ -793,3 +793,30 @@ def test_keys_with_reducers_of_their_own_see_the_change_once() -> None:
     assert state.value("seen") == {"a": 1, "child": 1}
     # (the child's value itself is the update this reducer turns the parent's into it with)
     assert state.value("tags") == ["drop", "new", "old"]
+
+
+def test_a_child_without_a_saver_parks_and_resumes_on_the_parents(
+    saver: BaseCheckpointSaver,
+) -> None:
+    """The child has no saver: its checkpoints go to the parent's, on the child thread."""
+
+    def review(state: AgentState) -> dict[str, Any]:
+        if not state.value("approved"):
+            raise GraphInterrupt("approve?")
+        return {"messages": "reviewed"}
+
+    child = chain([("draft", make_node("draft")), ("review", review)])  # no saver
+    parent = chain(
+        [("plan", make_node("plan")), ("approval", child), ("act", make_node("act"))],
+        CompileConfig(checkpoint_saver=saver, graph_id="agent"),
+    )
+    config = RunnableConfig(thread_id="nosaver")
+    stream = parent.stream({}, config)
+    list(stream)
+    assert stream.result.as_interruption_metadata().node_id == "review"
+    parked = saver.get("nosaver/approval")
+    assert parked is not None and parked.next == ("review",)
+    assert parked.values["messages"] == ["plan", "draft"]
+    state = parent.invoke(GraphInput.resume({"approved": True}), config)
+    assert messages(state) == ["plan", "draft", "reviewed", "act"]
+    assert child.checkpoint_saver is None  # (the child graph itself still has none)
