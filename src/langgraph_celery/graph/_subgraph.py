@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointKind
@@ -63,8 +63,11 @@ __all__ = [
     "SubgraphInterrupt",
     "SubgraphNode",
     "changes",
+    "child_input",
     "child_thread",
     "parking_of",
+    "resumes",
+    "started_with",
 ]
 
 #: The key of an interruption's metadata that holds, for an interruption inside a compiled
@@ -172,6 +175,40 @@ def _data(state: Any) -> dict[str, Any]:
     return dict(state.data if isinstance(state, AgentState) else state)
 
 
+def resumes(latest: Checkpoint | None, parent_run: str) -> bool:
+    """Whether the child thread's latest checkpoint ``latest`` is a run of ``parent_run`` with
+    something pending (parked, failed or cancelled), which the node resumes."""
+    return latest is not None and _loop.has_pending(latest) and _parent_run(latest) == parent_run
+
+
+def started_with(checkpoints: Iterable[Checkpoint], latest: Checkpoint) -> dict[str, Any]:
+    """The state the child run at ``latest`` started with: the input of its input checkpoint
+    (among the child thread's ``checkpoints``)."""
+    for checkpoint in checkpoints:
+        if checkpoint.run_id == latest.run_id and checkpoint.kind is CheckpointKind.INPUT:
+            started = checkpoint.metadata.get("update")
+            return dict(started) if isinstance(started, Mapping) else {}
+    return {}
+
+
+def child_input(
+    schema: Mapping[str, Channel],
+    latest: Checkpoint | None,
+    started: Mapping[str, Any] | None,
+    values: Mapping[str, Any],
+) -> tuple[GraphInput, Checkpoint | None]:
+    """How the child run goes on from the child thread's ``latest``, given the node's input
+    ``values``: resumed (when it ``started`` with a state) with the changes the parent's state
+    went through since, or a new run whose state is ``values`` alone (not merged with the
+    thread's earlier runs'), after ``latest``; and the checkpoint it goes on from."""
+    if started is not None:
+        return GraphInput.resume(changes(schema, started, values) or None), latest
+    base = latest
+    if base is not None:
+        base = dataclasses.replace(base, values=initial_values(schema))
+    return GraphInput.args(dict(values)), base
+
+
 class SubgraphNode:
     """The action of a compiled subgraph node; :meth:`bound` to the parent graph's schema and
     saver by the parent's task runner."""
@@ -224,23 +261,6 @@ class SubgraphNode:
         )
         return child._for_runtime(node_path=config.node_path)
 
-    async def resumable(
-        self, engine: Engine, thread: str, parent_run: str
-    ) -> tuple[Checkpoint | None, dict[str, Any] | None]:
-        """The child thread's latest checkpoint, and, when it is a run of ``parent_run`` with
-        something pending (parked, failed or cancelled), the state that run started from."""
-        saver = engine.saver
-        if saver is None:
-            return None, None
-        latest = await engine.io(saver.get, thread)
-        if latest is None or not _loop.has_pending(latest) or _parent_run(latest) != parent_run:
-            return latest, None
-        for checkpoint in await engine.io(saver.list, thread):
-            if checkpoint.run_id == latest.run_id and checkpoint.kind is CheckpointKind.INPUT:
-                started = checkpoint.metadata.get("update")
-                return latest, dict(started) if isinstance(started, Mapping) else {}
-        return latest, None
-
     async def __call__(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         from langgraph_celery.graph._local import Outcome, run_local
 
@@ -249,17 +269,14 @@ class SubgraphNode:
         child_config = self.child_config(config)
         thread = child_config.thread_id or ""
         parent_run = config.run_id or ""
-        latest, started = await self.resumable(engine, thread, parent_run)
+        saver = engine.saver
+        latest = await engine.io(saver.get, thread) if saver is not None else None
+        started = None
+        if saver is not None and latest is not None and resumes(latest, parent_run):
+            started = started_with(await engine.io(saver.list, thread), latest)
+        graph_input, base = child_input(engine.spec.schema, latest, started, values)
         begin = None
-        if started is not None:
-            # the changes the parent's state went through since the child started
-            update = changes(engine.spec.schema, started, values)
-            graph_input = GraphInput.resume(update or None)
-        else:
-            graph_input = GraphInput.args(values)
-            base = latest
-            if base is not None:  # a fresh state, after the thread's earlier child runs
-                base = dataclasses.replace(base, values=initial_values(engine.spec.schema))
+        if not graph_input.is_resume:
 
             async def begin(run_config: RunnableConfig) -> tuple[Checkpoint, NodeOutput | None]:
                 return await engine.begin_from(

@@ -30,14 +30,19 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from langgraph_celery.checkpoint.base import Checkpoint, CheckpointKind, PendingTask
+from langgraph_celery.checkpoint.base import Checkpoint, PendingTask
 from langgraph_celery.checkpoint.index import RunStatus
 from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.graph import _loop
 from langgraph_celery.graph._loop import Action, Extra, Failure, Parking, StepMarks
-from langgraph_celery.graph._subgraph import SUBGRAPH_PATH, changes, child_thread
-from langgraph_celery.graph.state import initial_values
-from langgraph_celery.graph.types import GraphInput
+from langgraph_celery.graph._subgraph import (
+    SUBGRAPH_PATH,
+    changes,
+    child_input,
+    child_thread,
+    resumes,
+    started_with,
+)
 from langgraph_celery.worker.results import TaskResult, TaskStatus
 
 if TYPE_CHECKING:
@@ -125,25 +130,14 @@ async def start_child(
     config = config.with_changes(thread_id=thread)
     engine = child.engine
     started = None
-    if latest is not None and ref is not None and ref.get("run_id") == checkpoint.run_id:
-        started = _started_with(child, latest) if _loop.has_pending(latest) else None
+    if resumes(latest, checkpoint.run_id):
+        assert latest is not None
+        started = started_with(child.saver.list(thread), latest)
+    graph_input, base = child_input(engine.spec.schema, latest, started, values)
     try:
-        if started is not None:
-            update = changes(engine.spec.schema, started, values)
-            first, _ = await engine.begin_from(
-                latest,
-                GraphInput.resume(update or None),
-                config,
-                extra=extra,
-                store=child.store_first,
-            )
-        else:
-            base = latest
-            if base is not None:  # a fresh state, after the thread's earlier child runs
-                base = dataclasses.replace(base, values=initial_values(engine.spec.schema))
-            first, _ = await engine.begin_from(
-                base, GraphInput.args(values), config, extra=extra, store=child.store_first
-            )
+        first, _ = await engine.begin_from(
+            base, graph_input, config, extra=extra, store=child.store_first
+        )
     except CheckpointConflictError:
         return TaskResult(TaskStatus.DUPLICATE, task.node)  # another delivery started it
     child.record(first, RunStatus.RUNNING)
@@ -151,15 +145,6 @@ async def start_child(
     if decision.error is not None and decision.action is not Action.FAIL:
         raise decision.error
     return TaskResult(TaskStatus.CHILD_STARTED, task.node, checkpoint_id=first.checkpoint_id)
-
-
-def _started_with(child: GraphRuntime, latest: Checkpoint) -> dict[str, Any] | None:
-    """The state the child run at ``latest`` started with (its input checkpoint's input)."""
-    for checkpoint in child.saver.list(latest.thread_id):
-        if checkpoint.run_id == latest.run_id and checkpoint.kind is CheckpointKind.INPUT:
-            started = checkpoint.metadata.get("update")
-            return dict(started) if isinstance(started, Mapping) else {}
-    return None
 
 
 def _parent(child: GraphRuntime, ref: Mapping[str, Any]) -> GraphRuntime | None:
