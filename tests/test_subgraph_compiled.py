@@ -404,6 +404,10 @@ def test_compiled_subgraph_tracking(saver: BaseCheckpointSaver, graph_id: str | 
     assert paths["main1"] == (*root, "main1")
     assert paths["bar1"] == (*root, "subgraph1", "bar1")
     assert paths["foo2"] == (*root, "subgraph1", "subgraph2", "foo2")
+    # (a child compiled without a graph_id is "<parent graph_id>/<node>", as on Celery)
+    anonymous = chain([("leaf", lambda s, c: {"messages": c.graph_id})])
+    named = chain([("sub", anonymous)], CompileConfig(graph_id="named"))
+    assert messages(named.invoke({})) == ["named/sub"]
     # the child threads, derived from the parent's thread and the subgraph node ids
     assert saver.get("tracking/subgraph1") is not None
     assert messages(saver.get("tracking/subgraph1/subgraph2").values)[-1] == "[foo3]"

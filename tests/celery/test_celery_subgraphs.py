@@ -70,9 +70,11 @@ def test_nested_subgraphs_run_their_nodes_as_tasks(celery_stack: CeleryStack, th
     assert state.value("before_bar1") == "subgraph1"
     assert state.value("after_saw") == ["[bar1]", "[foo1]", "[foo2]", "[foo3]", "[bar2]"]
     # as in process
-    local = sub_nested().compile(CompileConfig(checkpoint_saver=MemorySaver(), graph_id="local"))
+    local = sub_nested().compile(
+        CompileConfig(checkpoint_saver=MemorySaver(), graph_id="sub-nested")
+    )
     expected = local.invoke({"thread": thread}, RunnableConfig(thread_id=thread))
-    for key in ("messages", "before_bar1", "before_foo1", "after_saw"):
+    for key in ("messages", "before_bar1", "before_foo1", "after_saw", "path_foo2"):
         assert state.value(key) == expected.value(key), key
     # the subgraph nodes' tasks only started their child runs; the child's nodes ran as
     # tasks of their own, on the child threads named after the parent's thread and path

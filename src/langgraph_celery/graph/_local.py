@@ -58,6 +58,8 @@ class Outcome:
             child.cancel(self.interrupt)
 
     def cancel(self, interrupt: bool, running: Any = None) -> None:
+        """Cancel the run (and its children's); ``running`` is the parent's step task when a
+        parent cancels this child run: that task is cancelled once, by the parent."""
         self.interrupt = self.interrupt or interrupt
         self.cancelled = True
         step, loop = self.step, self.loop

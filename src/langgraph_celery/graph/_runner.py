@@ -183,13 +183,18 @@ def _hook_update(node: str, update: Any) -> dict[str, Any] | None:
 class TaskRunner:
     """Runs node tasks and routes of one graph with their hooks, as both executors need."""
 
-    def __init__(self, spec: GraphSpec, saver: BaseCheckpointSaver | None = None) -> None:
+    def __init__(
+        self,
+        spec: GraphSpec,
+        saver: BaseCheckpointSaver | None = None,
+        graph_id: str | None = None,
+    ) -> None:
         self.spec = spec
         nodes = dict(spec.nodes)
         for node in spec.subgraphs:
             # a compiled subgraph runs its child runs with this graph's schema and saver
             subgraph: Any = nodes[node].fn  # (a _subgraph.SubgraphNode)
-            nodes[node] = CallableSpec.of(subgraph.bound(spec.schema, saver))
+            nodes[node] = CallableSpec.of(subgraph.bound(spec.schema, saver, graph_id))
         self._nodes = {
             node: _Chain(self._hooks_for(node, "node"), action, spec.timeouts.get(node))
             for node, action in nodes.items()

@@ -219,32 +219,45 @@ class SubgraphNode:
         compiled: CompiledGraph,
         schema: Mapping[str, Channel] | None = None,
         saver: BaseCheckpointSaver | None = None,
+        parent_id: str | None = None,
     ) -> None:
         self.node_id = node_id
         self.compiled = compiled
         self.schema: Mapping[str, Channel] = schema if schema is not None else {}
         self.saver = saver
+        self.parent_id = parent_id
         self.__name__ = node_id
         self._child: Engine | None = None
 
-    def bound(self, schema: Mapping[str, Channel], saver: BaseCheckpointSaver | None) -> Any:
-        """This node for a parent whose state has ``schema`` and whose saver is ``saver``."""
-        return SubgraphNode(self.node_id, self.compiled, schema, saver)
+    def bound(
+        self,
+        schema: Mapping[str, Channel],
+        saver: BaseCheckpointSaver | None,
+        parent_id: str | None = None,
+    ) -> Any:
+        """This node for a parent (graph ``parent_id``) whose state has ``schema`` and whose
+        saver is ``saver``."""
+        return SubgraphNode(self.node_id, self.compiled, schema, saver, parent_id)
 
     @property
     def engine(self) -> Engine:
         """The engine of the child runs: the child's, with the parent's saver when it has
-        none of its own."""
+        none of its own; a child compiled without a ``graph_id`` is ``"<parent>/<node>"`` (as
+        the Celery executor registers it)."""
         if self._child is None:
             from langgraph_celery.graph._engine import Engine
 
             compiled = self.compiled
             config = compiled.config
+            graph_id = compiled.graph_id
+            if config.graph_id is None and self.parent_id is not None:
+                graph_id = f"{self.parent_id}/{self.node_id}"
             if config.checkpoint_saver is None and self.saver is not None:
                 config = dataclasses.replace(config, checkpoint_saver=self.saver, executor=None)
-                self._child = Engine(compiled.spec, config, compiled.graph_id)
-            else:
+            if config is compiled.config and graph_id == compiled.graph_id:
                 self._child = compiled._engine
+            else:
+                self._child = Engine(compiled.spec, config, graph_id)
         return self._child
 
     def child_config(self, config: RunnableConfig) -> RunnableConfig:
