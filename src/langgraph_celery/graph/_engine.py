@@ -87,7 +87,7 @@ class Engine:
         #: the graph that owns the threads it runs on (only a graph compiled with a graph_id)
         self.owner = config.graph_id
         self.saver: BaseCheckpointSaver | None = config.checkpoint_saver
-        self.runner = TaskRunner(spec)
+        self.runner = TaskRunner(spec, config.checkpoint_saver, graph_id)
         self.interruptible = frozenset(
             node for node in spec.nodes if self.runner.interruptible(node) is not None
         )

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +19,7 @@ from langgraph_celery.graph import _loop, _sync
 from langgraph_celery.graph._engine import Engine
 from langgraph_celery.graph._loop import MARK_KINDS, Action, Failure, Mark, Parking, StepMarks
 from langgraph_celery.graph._streaming import Chunks, discard
+from langgraph_celery.graph._subgraph import SubgraphCancelled, parking_of
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import (
     GraphInput,
@@ -27,7 +28,10 @@ from langgraph_celery.graph.types import (
     NodeOutput,
 )
 
-__all__ = ["Outcome", "run_local"]
+__all__ = ["Begin", "Outcome", "run_local"]
+
+#: Stores the checkpoint a run starts from, given the run's config (see :func:`run_local`).
+Begin = Callable[[RunnableConfig], Awaitable[tuple[Checkpoint, NodeOutput | None]]]
 
 log = logging.getLogger("langgraph_celery")
 
@@ -44,12 +48,24 @@ class Outcome:
     interrupt: bool = False
     step: asyncio.Task[Any] | None = None
     loop: asyncio.AbstractEventLoop | None = None
+    #: the outcomes of the child runs of compiled subgraphs this run started (cancelled with it)
+    children: list[Outcome] = field(default_factory=list)
 
-    def cancel(self, interrupt: bool) -> None:
+    def link(self, child: Outcome) -> None:
+        """Cancel ``child`` (a subgraph's child run) with this run, now if it is cancelled."""
+        self.children.append(child)
+        if self.cancelled:
+            child.cancel(self.interrupt)
+
+    def cancel(self, interrupt: bool, running: Any = None) -> None:
+        """Cancel the run (and its children's); ``running`` is the parent's step task when a
+        parent cancels this child run: that task is cancelled once, by the parent."""
         self.interrupt = self.interrupt or interrupt
         self.cancelled = True
         step, loop = self.step, self.loop
-        if interrupt and step is not None and loop is not None:
+        for child in list(self.children):
+            child.cancel(interrupt, step)  # (not the step task this run cancels itself)
+        if interrupt and step is not None and loop is not None and step is not running:
 
             def interrupt_step() -> None:  # (on the loop: only if that step still runs)
                 if self.step is step:
@@ -101,6 +117,8 @@ class _Step:
     marks: StepMarks
     ran: list[PendingTask]
     error: BaseException | None = None
+    #: a compiled subgraph's child run was cancelled with this run: the step stops unfinished
+    cancelled: bool = False
 
 
 async def _execute_step(engine: Engine, checkpoint: Checkpoint, config: RunnableConfig) -> _Step:
@@ -116,10 +134,13 @@ async def _execute_step(engine: Engine, checkpoint: Checkpoint, config: Runnable
     results = await _run_tasks(engine, checkpoint, todo, config)
     parking: Parking | None = None
     failed: tuple[PendingTask, BaseException] | None = None
+    cancelled = False
     for task, result in zip(todo, results, strict=True):
         if isinstance(result, GraphInterrupt):
             if parking is None:
-                parking = Parking(task.node, result.reason or None, dict(result.metadata))
+                parking = parking_of(task.node, result)
+        elif isinstance(result, SubgraphCancelled):
+            cancelled = True
         elif isinstance(result, BaseException):
             failed = failed or (task, result)
         else:
@@ -129,7 +150,7 @@ async def _execute_step(engine: Engine, checkpoint: Checkpoint, config: Runnable
     if failed is not None:
         task, error = failed
         failure = Failure(task.node, type(error).__name__, str(error))
-    return _Step(StepMarks(writes, parking, failure), todo, error)
+    return _Step(StepMarks(writes, parking, failure), todo, error, cancelled)
 
 
 def _raise_failure(step: _Step) -> None:
@@ -147,17 +168,27 @@ async def run_local(
     outcome: Outcome,
     timeout: float | None = None,
     live: bool = False,
+    begin: Begin | None = None,
 ) -> AsyncIterator[NodeOutput]:
     """Run (or resume) one invocation in this process, yielding outputs as steps finish; past
     ``timeout`` seconds it stops between two steps with :class:`TimeoutError`.
 
     With ``live`` (someone streams the run) the outputs nodes and hooks stream while they run
     (``StreamingOutput`` items, ``config.emit``) are yielded as they come, the step running in a
-    task of its own meanwhile; without, they are dropped and the step is awaited inline."""
+    task of its own meanwhile; without, they are dropped and the step is awaited inline.
+    ``begin(config)``, if given, stores the checkpoint the run starts from instead of
+    :meth:`Engine.begin` (a compiled subgraph's fresh child run)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     chunks = Chunks() if live else None
-    config = config._for_runtime(sink=chunks.put if chunks is not None else discard)
-    checkpoint, start = await engine.begin(graph_input, config)
+    config = config._for_runtime(
+        sink=chunks.put if chunks is not None else discard, outcome=outcome
+    )
+    if not config.node_path and engine.owner is not None:
+        config = config._for_runtime(node_path=(engine.owner,))
+    if begin is not None:
+        checkpoint, start = await begin(config)
+    else:
+        checkpoint, start = await engine.begin(graph_input, config)
     config = config._for_runtime(graph_id=engine.graph_id, run_id=checkpoint.run_id)
     await engine.record(checkpoint, RunStatus.RUNNING)
     status: RunStatus | None = None  # how the run stopped, once the loop decided it
@@ -226,12 +257,19 @@ async def run_local(
             finally:
                 outcome.step = None
             updates = step.marks.updates
+            if step.cancelled:  # a subgraph's child run stopped with this run's cancel
+                await _keep_writes(engine, checkpoint, step.ran, updates)
+                status = RunStatus.CANCELLED
+                outcome.value, outcome.done = None, True
+                return
             decision = _loop.decide_step(checkpoint.tasks, step.marks)
             if decision.action is not Action.COMMIT:
                 # a stopped step keeps the updates of the tasks that succeeded, for the resume
                 await _keep_writes(engine, checkpoint, step.ran, updates)
                 if decision.action is Action.PARK:
                     assert decision.parking is not None
+                    for chunk in _taken(chunks):  # (streamed by the step before it parked)
+                        yield chunk
                     outcome.value = engine.interruption(checkpoint, decision.parking)
                     outcome.done, status, node = True, RunStatus.PARKED, decision.node
                     return

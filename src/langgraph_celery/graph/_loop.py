@@ -83,6 +83,9 @@ class Extra:
     STEPS: Final = "steps"
     #: the ``graph_id`` of the graph whose runs the thread holds (graphs compiled with one)
     GRAPH_ID: Final = "graph_id"
+    #: (a compiled subgraph's child run) the run id of the parent run it belongs to, carried
+    #: by each of its checkpoints
+    PARENT: Final = "parent_run"
 
 
 class Mark:
@@ -261,10 +264,13 @@ def steps_taken(checkpoint: Checkpoint) -> int:
 
 def next_extra(checkpoint: Checkpoint, *, stepped: bool) -> dict[str, Any]:
     """What the checkpoint after ``checkpoint`` in the same invocation carries of its
-    bookkeeping: the invocation's config and its step count (one more when a step ran)."""
+    bookkeeping: the invocation's config, its step count (one more when a step ran) and, for a
+    child run, its parent run."""
     extra: dict[str, Any] = {}
     if Extra.RUN_CONFIG in checkpoint.extra:
         extra[Extra.RUN_CONFIG] = checkpoint.extra[Extra.RUN_CONFIG]
+    if Extra.PARENT in checkpoint.extra:
+        extra[Extra.PARENT] = checkpoint.extra[Extra.PARENT]
     steps = steps_taken(checkpoint) + (1 if stepped else 0)
     if steps:
         extra[Extra.STEPS] = steps

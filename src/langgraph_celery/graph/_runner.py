@@ -9,14 +9,16 @@ plain ``action`` that runs the async one on the event loop.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from functools import partial
 from typing import Any
 
-from langgraph_celery.checkpoint.base import PendingTask
+from langgraph_celery.checkpoint.base import BaseCheckpointSaver, PendingTask
 from langgraph_celery.errors import InvalidUpdateError
 from langgraph_celery.graph._algo import GOTO, check_update, command_write
 from langgraph_celery.graph._callables import CallableSpec, is_async_callable
@@ -100,9 +102,9 @@ class _Chain:
             if action.is_async or not (threaded or timeout is not None):
                 return await _resolve(action.call(state, config))
             loop = asyncio.get_running_loop()
-            return await _resolve(
-                await loop.run_in_executor(executor or SHARED_POOL, action.call, state, config)
-            )
+            context = contextvars.copy_context()  # (the caller's context, in the thread too)
+            call = partial(context.run, action.call, state, config)
+            return await _resolve(await loop.run_in_executor(executor or SHARED_POOL, call))
 
         async def call(state: Any, config: RunnableConfig) -> Any:
             if timeout is None:
@@ -181,11 +183,21 @@ def _hook_update(node: str, update: Any) -> dict[str, Any] | None:
 class TaskRunner:
     """Runs node tasks and routes of one graph with their hooks, as both executors need."""
 
-    def __init__(self, spec: GraphSpec) -> None:
+    def __init__(
+        self,
+        spec: GraphSpec,
+        saver: BaseCheckpointSaver | None = None,
+        graph_id: str | None = None,
+    ) -> None:
         self.spec = spec
+        nodes = dict(spec.nodes)
+        for node in spec.subgraphs:
+            # a compiled subgraph runs its child runs with this graph's schema and saver
+            subgraph: Any = nodes[node].fn  # (a _subgraph.SubgraphNode)
+            nodes[node] = CallableSpec.of(subgraph.bound(spec.schema, saver, graph_id))
         self._nodes = {
             node: _Chain(self._hooks_for(node, "node"), action, spec.timeouts.get(node))
-            for node, action in spec.nodes.items()
+            for node, action in nodes.items()
         }
         self._routes = {
             source: _Chain(self._hooks_for(source, "edge"), edge.route)
@@ -239,7 +251,10 @@ class TaskRunner:
             call = chain.sync_call(node)
             if threaded or chain.timeout is not None:
                 loop = asyncio.get_running_loop()
-                result = await loop.run_in_executor(executor or SHARED_POOL, call, state, config)
+                context = contextvars.copy_context()  # (the caller's context, in the thread too)
+                result = await loop.run_in_executor(
+                    executor or SHARED_POOL, partial(context.run, call, state, config)
+                )
             else:
                 result = call(state, config)
             result = await _resolve(result)
@@ -266,7 +281,7 @@ class TaskRunner:
         raises what the node raised."""
         node = task.node
         state = self.make_state(task.arg if task.has_arg else values, config.clone_state)
-        node_config = config._for_runtime(node_id=node, stream_state=state)
+        node_config = config._for_runtime(node_id=node, stream_state=state, task_id=task.id)
         executor = config.parallel_executors.get(node)
         result, before_update = await self._run(
             self._nodes[node], node, state, node_config, executor, threaded or executor is not None
@@ -289,6 +304,36 @@ class TaskRunner:
             # where the Command goes travels with the update, as data (see _algo.GOTO)
             return {**(update or {}), GOTO: goto}
         return update
+
+    async def before_node(
+        self, node: str, values: Mapping[str, Any], config: RunnableConfig
+    ) -> dict[str, Any]:
+        """The state ``node``'s before-call hooks make of ``values``, for a node whose action
+        runs elsewhere (a compiled subgraph's child run, on Celery)."""
+        chain = self._nodes[node]
+        state = self.make_state(values, config.clone_state)
+        if chain.before:
+            node_config = config._for_runtime(node_id=node, stream_state=state)
+            state, _ = await self._before(chain, node, state, node_config)
+        return dict(state.data if isinstance(state, AgentState) else state)
+
+    async def after_node(
+        self,
+        node: str,
+        values: Mapping[str, Any],
+        config: RunnableConfig,
+        update: Mapping[str, Any],
+    ) -> dict[str, Any] | None:
+        """What ``node``'s after-call hooks make of its ``update`` (see :meth:`before_node`)."""
+        chain = self._nodes[node]
+        if not chain.after:
+            return dict(update)
+        state = self.make_state(values, config.clone_state)
+        node_config = config._for_runtime(node_id=node, stream_state=state)
+        result: Any = dict(update)
+        for hook in chain.after:
+            result = await _resolve(hook(node, state, node_config, result))
+        return check_update(node, result)
 
     async def run_route(
         self, source: str, values: Mapping[str, Any], config: RunnableConfig

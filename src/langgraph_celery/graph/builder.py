@@ -137,6 +137,7 @@ class StateGraph:
         self._nodes: dict[str, CallableSpec] = {}
         self._timeouts: dict[str, float] = {}
         self._destinations: dict[str, dict[Hashable, str]] = {}
+        self._subgraphs: dict[str, CompiledGraph] = {}
         self._edges: dict[str, list[str]] = {}
         self._conditional: dict[str, ConditionalEdge] = {}
         self._joins: list[Join] = []
@@ -151,13 +152,16 @@ class StateGraph:
     def add_node(
         self,
         id: str | Callable[..., Any],
-        action: Callable[..., Any] | StateGraph | None = None,
+        action: Callable[..., Any] | StateGraph | CompiledGraph | None = None,
         destinations: Mapping[Hashable, str] | Sequence[str] | None = None,
         *,
         timeout: float | None = None,
     ) -> StateGraph:
         """Add a node running ``action(state)`` or ``action(state, config)``; ``add_node(action)``
         names it ``action.__name__``.
+
+        ``action`` may be a :class:`CompiledGraph`: a compiled subgraph, run as one node on the
+        parent's state (see :mod:`langgraph_celery.graph._subgraph`).
 
         ``destinations`` (node ids or ``END``, or a mapping of labels to them) makes it a command
         node: its action may return ``Command(goto=label_or_labels, update=...)``, whose update
@@ -203,6 +207,15 @@ class StateGraph:
             self._problems.append(f"node {id!r} is added twice; node ids must be unique")
         elif isinstance(action, StateGraph):
             self._add_merged(id, action, destinations, timeout)
+        elif _is_compiled(action):
+            from langgraph_celery.graph._subgraph import SubgraphNode
+            from langgraph_celery.graph.compiled import CompiledGraph
+
+            assert isinstance(action, CompiledGraph)
+            self._subgraphs[id] = action
+            self._nodes[id] = CallableSpec.of(SubgraphNode(id, action))
+            if destinations is not None:
+                self._add_destinations(id, destinations)
         elif not callable(action):
             self._problems.append(
                 f"node {id!r}: action must be callable, got {type(action).__name__}"
@@ -419,6 +432,7 @@ class StateGraph:
             timeouts={node: t for node, t in self._timeouts.items() if node in self._nodes},
             destinations={node: dict(d) for node, d in self._destinations.items()},
             typed=self._typed,
+            subgraphs=dict(self._subgraphs),
         )
 
 
@@ -429,6 +443,13 @@ def _merged_placeholder(state: Any) -> None:
 
 
 _MERGED_PLACEHOLDER = CallableSpec.of(_merged_placeholder)
+
+
+def _is_compiled(action: object) -> bool:
+    """Whether ``action`` is a :class:`CompiledGraph` (a compiled subgraph node)."""
+    from langgraph_celery.graph.compiled import CompiledGraph
+
+    return isinstance(action, CompiledGraph)
 
 
 def _allow_stored_types(typed: TypedSchema, serializer: object) -> None:

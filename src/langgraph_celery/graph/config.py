@@ -120,6 +120,10 @@ class RunnableConfig:
     _run_id: str | None = field(default=None, repr=False, compare=False)
     _sink: Sink | None = field(default=None, repr=False, compare=False)
     _stream_state: Any = field(default=None, repr=False, compare=False)
+    #: the id of the task being run (a node's id, or ``node#sendN`` for a Send)
+    _task_id: str | None = field(default=None, repr=False, compare=False)
+    #: the in-process run's ``Outcome`` (a compiled subgraph links its child run's to it)
+    _outcome: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_limit("recursion_limit", self.recursion_limit)
@@ -152,7 +156,9 @@ class RunnableConfig:
 
     @property
     def node_path(self) -> tuple[str, ...]:
-        """The path of the node being run within the graph, set by the runtime."""
+        """The path of the node being run, set by the runtime: the root graph's ``graph_id``
+        first when it was compiled with one, then the id of each compiled subgraph node that
+        encloses the node, then the node's own id."""
         return self._node_path
 
     @property
@@ -210,19 +216,28 @@ class RunnableConfig:
         checkpoint_id: str | None = None,
         sink: Sink | None = None,
         stream_state: Any = None,
+        task_id: str | None = None,
+        outcome: Any = None,
+        node_path: tuple[str, ...] | None = None,
     ) -> RunnableConfig:
         copy = (
             self._replace() if checkpoint_id is None else self._replace(checkpoint_id=checkpoint_id)
         )
         if graph_id is not None:
             object.__setattr__(copy, "_graph_id", graph_id)
+        if node_path is not None:
+            object.__setattr__(copy, "_node_path", node_path)
         if run_id is not None:
             object.__setattr__(copy, "_run_id", run_id)
         if node_id is not None:
             object.__setattr__(copy, "_node_id", node_id)
-            object.__setattr__(copy, "_node_path", (*self._node_path, node_id))
+            object.__setattr__(copy, "_node_path", (*copy._node_path, node_id))
         if sink is not None:
             object.__setattr__(copy, "_sink", sink)
         if stream_state is not None:
             object.__setattr__(copy, "_stream_state", stream_state)
+        if task_id is not None:
+            object.__setattr__(copy, "_task_id", task_id)
+        if outcome is not None:
+            object.__setattr__(copy, "_outcome", outcome)
         return copy

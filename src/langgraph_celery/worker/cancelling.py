@@ -84,13 +84,15 @@ def cancel_run(
     *,
     wake: Wake | None = None,
     record: Record | None = None,
+    then: Callable[[Checkpoint], None] | None = None,
 ) -> bool:
     """Stop run ``run_id`` at its current step, or cancel it where it is parked; True if this
     call cancelled it (False when it had failed, completed or been cancelled, or reached END
     while being cancelled: it stays completed).  A cancelled run is resumable.
 
     Nodes already running finish, but no further step is dispatched.  ``record`` updates the
-    run index (by default the run's record is copied with the new status).
+    run index (by default the run's record is copied with the new status); ``then`` is called
+    with the last checkpoint marked (to cancel what the run started there: its child runs).
     """
     status = stored_status(saver, store(latest_of_run, saver, thread_id, run_id))
     if status.status not in (RunStatus.RUNNING, RunStatus.PARKED) or status.checkpoint is None:
@@ -112,4 +114,6 @@ def cancel_run(
     record = record if record is not None else _record_in_index(saver)
     if took_effect and record is not None:
         store(record, marked, RunStatus.CANCELLED)
+    if then is not None:
+        then(marked)
     return took_effect

@@ -26,7 +26,7 @@ from langgraph_celery.graph._loop import Extra, Failure, Mark, RunStatus, Status
 from langgraph_celery.graph._sync import SHARED_POOL
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import START, GraphInput, NodeOutput
-from langgraph_celery.worker import cancelling, names
+from langgraph_celery.worker import cancelling, names, subgraphs
 from langgraph_celery.worker._store_calls import STORE_ERRORS, pauses
 from langgraph_celery.worker._store_calls import astore as _astore
 from langgraph_celery.worker._store_calls import store as _store
@@ -589,4 +589,8 @@ class CelerySource:
             run_id,
             wake=runtime.executor.notifier.publish,
             record=runtime.record,
+            # the child runs of its compiled subgraphs stop with it
+            then=(lambda marked: subgraphs.cancel_children(runtime, marked))
+            if runtime.children
+            else None,
         )

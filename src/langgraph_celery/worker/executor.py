@@ -15,7 +15,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from langgraph_celery.checkpoint.base import PendingTask
 from langgraph_celery.checkpoint.index import missing_for_celery
 from langgraph_celery.errors import GraphDefinitionError
-from langgraph_celery.worker import endings, names, routing
+from langgraph_celery.worker import endings, names, routing, subgraphs
 from langgraph_celery.worker.envelope import MalformedMessage, TaskEnvelope
 from langgraph_celery.worker.guard import GuardTaskMessages
 from langgraph_celery.worker.notify import Notifier
@@ -255,6 +255,11 @@ class CeleryExecutor:
                 "process, but the broker sends tasks to other processes; use SqlSaver with a "
                 "database every worker reaches"
             )
+        return CelerySource(self.register(compiled))
+
+    def register(self, compiled: CompiledGraph) -> GraphRuntime:
+        """Register ``compiled`` (checked by :meth:`attach`), its node tasks and its compiled
+        subgraphs (``worker/subgraphs.py``) on the app."""
         nodes = tuple(compiled.spec.nodes)
         routing.check_graph_keys(self.routes, compiled.graph_id, nodes)
         runtime = GraphRuntime(self, compiled)
@@ -266,7 +271,8 @@ class CeleryExecutor:
             self.app, compiled.graph_id, routing.queues_for(self.routes, compiled.graph_id, nodes)
         )
         self._graph_nodes[compiled.graph_id] = nodes
-        return CelerySource(runtime)
+        subgraphs.register_children(self, runtime)
+        return runtime
 
     def check_routes(self) -> None:
         """Raise :class:`GraphDefinitionError` if a ``routes`` key names no node of the graphs

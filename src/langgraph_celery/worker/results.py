@@ -38,6 +38,9 @@ class TaskStatus(enum.StrEnum):
     REJECTED = "rejected"
     #: (resume task) the resumed checkpoint's work was dispatched
     DISPATCHED = "dispatched"
+    #: (a compiled subgraph node's task) its child run was started or resumed; the child's end
+    #: commits the step
+    CHILD_STARTED = "child-started"
 
 
 @dataclass(frozen=True)

@@ -39,12 +39,13 @@ from langgraph_celery.graph import _loop
 from langgraph_celery.graph._engine import Engine
 from langgraph_celery.graph._loop import Action, Decision, Extra, Failure, Mark, Parking, StepMarks
 from langgraph_celery.graph._streaming import discard
+from langgraph_celery.graph._subgraph import parking_of
 from langgraph_celery.graph._sync import run_sync
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.retry import RetryPolicy, _RetryHook
 from langgraph_celery.graph.types import END, GraphInterrupt
 from langgraph_celery.serde import JsonSerializer
-from langgraph_celery.worker import endings, names
+from langgraph_celery.worker import endings, names, subgraphs
 from langgraph_celery.worker.envelope import TaskEnvelope
 from langgraph_celery.worker.results import TaskResult, TaskStatus
 from langgraph_celery.worker.streaming import output_sink
@@ -91,6 +92,8 @@ class GraphRuntime:
         self.saver: BaseCheckpointSaver = compiled.config.checkpoint_saver
         serializer = self.saver.serializer
         self.serializer = serializer if isinstance(serializer, JsonSerializer) else JsonSerializer()
+        #: the runtimes of the graph's compiled subgraphs, by node id (``worker/subgraphs.py``)
+        self.children: dict[str, GraphRuntime] = {}
 
     # -- configs and envelopes ------------------------------------------------------------------
 
@@ -108,7 +111,12 @@ class GraphRuntime:
             clone_state=data.get("clone_state", True) is not False,
         )
         # (a route or hook of a step committed outside a node task streams to nobody)
-        return config._for_runtime(graph_id=self.graph_id, run_id=checkpoint.run_id, sink=discard)
+        config = config._for_runtime(graph_id=self.graph_id, run_id=checkpoint.run_id, sink=discard)
+        parent = subgraphs.parent_of(checkpoint)  # a child run's nodes: the enclosing path
+        if parent is not None:
+            return config._for_runtime(node_path=tuple(parent.get("path", ())))
+        owner = self.engine.owner
+        return config._for_runtime(node_path=(owner,)) if owner else config
 
     def envelope(self, checkpoint: Checkpoint, task: PendingTask | None = None) -> TaskEnvelope:
         """The message of one of ``checkpoint``'s tasks (or, without one, of its resume): it
@@ -165,11 +173,15 @@ class GraphRuntime:
             self.saver.set_timer(
                 checkpoint.thread_id, checkpoint.run_id, self.graph_id, names.DEADLINE_TIMER, due
             )
+        if Extra.PARENT in checkpoint.extra:  # a compiled subgraph's child run: its parent too
+            subgraphs.child_parked(self, checkpoint, parking)
 
     def mark_failed(self, checkpoint: Checkpoint, failure: Failure) -> None:
         """Stop the run at ``checkpoint`` as failed (its stall timer is left to the reaper)."""
         self.record(checkpoint, RunStatus.FAILED, failure.node_id)  # (first: see mark_parked)
         self.mark(checkpoint, Mark.ERROR, failure.node_id, failure.to_data())
+        if Extra.PARENT in checkpoint.extra:  # a compiled subgraph's child run: its parent too
+            subgraphs.child_failed(self, checkpoint, failure)
 
     def stall_timer(self, checkpoint: Checkpoint) -> Timer:
         """The reaper's timer that watches ``checkpoint``'s run from now on."""
@@ -204,6 +216,8 @@ class GraphRuntime:
                 self.record(at, RunStatus.COMPLETED)
                 self.saver.clear_timer(at.thread_id, at.run_id)
             self.executor.notifier.publish(at.thread_id, final=True)
+            if Extra.PARENT in at.extra:  # a compiled subgraph's child run: its parent goes on
+                await subgraphs.child_completed(self, at)
         elif decision.action is Action.PARK:
             assert decision.parking is not None
             self.mark_parked(at, decision.parking)
@@ -309,11 +323,14 @@ class GraphRuntime:
         if notifier.can_publish():  # what the node streams goes to the run's outputs channel
             sink = output_sink(notifier, self.serializer, checkpoint, task)
             config = config._for_runtime(sink=sink)
+        if task.node in self.children and task.id not in marks.updates:
+            # a compiled subgraph: its child run's nodes are tasks of their own
+            return await subgraphs.start_child(self, checkpoint, task)
         if task.id not in marks.updates:
             try:
                 update = await self.engine.runner.run_task(task, checkpoint.values, config)
             except GraphInterrupt as interrupt:
-                parking = Parking(task.node, interrupt.reason or None, dict(interrupt.metadata))
+                parking = parking_of(task.node, interrupt)
                 self.mark_parked(checkpoint, parking)
                 return TaskResult(TaskStatus.INTERRUPTED, task.node)
             except Exception as raised:

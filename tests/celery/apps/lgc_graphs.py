@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from lgc_stream_graphs import STREAM_GRAPHS
+from lgc_subgraphs import SUBGRAPH_GRAPHS
 from pydantic import BaseModel
 
 from langgraph_celery import (
@@ -587,6 +588,7 @@ GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     "napping": (napping, {}),
     "streaming": (streaming, {}),
     **STREAM_GRAPHS,
+    **SUBGRAPH_GRAPHS,
 }
 
 

@@ -1,0 +1,320 @@
+"""Compiled subgraphs: ``add_node(id, compiled)`` runs a :class:`CompiledGraph` as one node.
+
+The node's task runs a *child run* of the compiled graph on the parent's state and returns, as
+the node's update, what the child changed (:func:`changes`), so that the parent's reducers see
+each change once (an appender is not doubled).
+
+- **The child's thread** is ``f"{parent thread}/{task id}"`` (the task id is the node id, or
+  ``node#sendN`` for a ``Send``; a parent without a thread uses its run id instead).  The child
+  stores its checkpoints there with its own saver, or the parent's when it has none.  Each new
+  invocation of the node starts a fresh child run there (the child's state is the parent's, not
+  merged with an earlier child run's); its checkpoints carry the parent's run id
+  (``Extra.PARENT``).
+- **Resume.** When the child's latest run on that thread has something pending and belongs to
+  the parent's run, the node resumes it instead of starting a new one: with the changes the
+  parent's state went through since the child started (a resume's update, an
+  ``update_state``), so the child continues where it stopped and sees them.
+- **Interruptions.** A child that parks raises :class:`SubgraphInterrupt`: the parent parks too,
+  its :class:`InterruptionMetadata` naming the inner node, with ``metadata["subgraph_path"]``
+  the ids from the parent's node down to it.
+- **Config.** The child inherits the caller's recursion limit, metadata, stream mode,
+  ``clone_state`` and parallel executors; ``config.node_path`` in its nodes starts with the
+  enclosing path.  Its outputs are streamed as the parent's, with the child's node ids.
+- **Cancellation.** The child's run is linked to the parent's: cancelling the parent's stream
+  cancels it (:class:`SubgraphCancelled` then stops the parent's step without an update).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointKind
+from langgraph_celery.graph import _loop
+from langgraph_celery.graph._loop import Extra, Parking
+from langgraph_celery.graph._streaming import discard
+from langgraph_celery.graph.config import RunnableConfig
+from langgraph_celery.graph.state import (
+    MARK_FOR_REMOVAL,
+    AgentState,
+    Channel,
+    ReplaceAllWith,
+    _AppenderChannel,
+    initial_values,
+)
+from langgraph_celery.graph.types import (
+    END,
+    START,
+    GraphInput,
+    GraphInterrupt,
+    InterruptionMetadata,
+    NodeOutput,
+)
+
+if TYPE_CHECKING:
+    from langgraph_celery.graph._engine import Engine
+    from langgraph_celery.graph.compiled import CompiledGraph
+
+__all__ = [
+    "SUBGRAPH_PATH",
+    "SubgraphCancelled",
+    "SubgraphInterrupt",
+    "SubgraphNode",
+    "changes",
+    "child_input",
+    "child_thread",
+    "parking_of",
+    "resumes",
+    "started_with",
+]
+
+#: The key of an interruption's metadata that holds, for an interruption inside a compiled
+#: subgraph, the ids from the parent's subgraph node down to the inner node that stopped.
+SUBGRAPH_PATH = "subgraph_path"
+
+
+def child_thread(parent_thread: str, task_id: str) -> str:
+    """The thread a compiled subgraph node's child runs on."""
+    return f"{parent_thread}/{task_id}"
+
+
+def changes(
+    schema: Mapping[str, Channel], before: Mapping[str, Any], after: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The update that takes state ``before`` to ``after`` through ``schema``'s reducers.
+
+    A removed key is :data:`MARK_FOR_REMOVAL`; an appender that only grew gets the items added
+    (else ``ReplaceAllWith`` the new list); a key with a reducer of its own the update the
+    reducer turns the old value into the new one with (:func:`_through`); any other changed key
+    its new value.
+    """
+    update: dict[str, Any] = {}
+    for key in before:
+        if key not in after:
+            update[key] = MARK_FOR_REMOVAL
+    for key, value in after.items():
+        had = key in before
+        if had and before[key] == value:
+            continue
+        channel = schema.get(key)
+        if isinstance(channel, _AppenderChannel):
+            old = before[key] if had else channel.default()
+            old = list(old) if isinstance(old, list | tuple) else []
+            if isinstance(value, list) and value[: len(old)] == old:
+                if len(value) > len(old):
+                    update[key] = value[len(old) :]
+            else:
+                update[key] = ReplaceAllWith(value if isinstance(value, list) else [value])
+        elif channel is not None and channel.reducer is not None:
+            old = before[key] if had else channel.default()
+            update[key] = _through(channel, old, value)
+        else:
+            update[key] = value
+    return update
+
+
+def _candidates(old: Any, new: Any) -> list[Any]:
+    """What an update of a key with a reducer of its own may be, to take ``old`` to ``new``:
+    the items a list gained, the amount a number grew by, or ``new`` itself."""
+    found: list[Any] = []
+    if isinstance(old, list) and isinstance(new, list) and new[: len(old)] == old:
+        found.append(new[len(old) :])
+    numbers = (int, float)
+    if (
+        isinstance(old, numbers)
+        and isinstance(new, numbers)
+        and not isinstance(old, bool)
+        and not isinstance(new, bool)
+    ):
+        found.append(new - old)
+    found.append(new)
+    return found
+
+
+def _through(channel: Channel, old: Any, new: Any) -> Any:
+    """The update that ``channel``'s reducer turns ``old`` into ``new`` with (so that an additive
+    reducer such as ``operator.add`` adds the change once), checked by calling the reducer on a
+    copy; ``new`` itself when none does."""
+    assert channel.reducer is not None
+    for candidate in _candidates(old, new):
+        try:
+            if channel.reducer(copy.deepcopy(old), candidate) == new:
+                return candidate
+        except Exception:  # (a candidate the reducer refuses is not the one)
+            continue
+    return new
+
+
+class SubgraphInterrupt(GraphInterrupt):
+    """A compiled subgraph's child run parked: its parent parks at the inner node."""
+
+    def __init__(self, node_id: str, reason: str, metadata: Mapping[str, Any]) -> None:
+        super().__init__(reason, metadata)
+        self.node_id = node_id
+
+
+class SubgraphCancelled(Exception):
+    """A compiled subgraph's child run was cancelled (its parent's run is being cancelled)."""
+
+
+def parking_of(node: str, interrupt: GraphInterrupt) -> Parking:
+    """Where a task of ``node`` that raised ``interrupt`` parks its run."""
+    node_id = interrupt.node_id if isinstance(interrupt, SubgraphInterrupt) else node
+    return Parking(node_id, interrupt.reason or None, dict(interrupt.metadata))
+
+
+def _parent_run(checkpoint: Checkpoint) -> str | None:
+    """The parent run a child run's checkpoint belongs to (``Extra.PARENT``)."""
+    parent = checkpoint.extra.get(Extra.PARENT)
+    return parent.get("run_id") if isinstance(parent, Mapping) else None
+
+
+def _data(state: Any) -> dict[str, Any]:
+    return dict(state.data if isinstance(state, AgentState) else state)
+
+
+def resumes(latest: Checkpoint | None, parent_run: str) -> bool:
+    """Whether the child thread's latest checkpoint ``latest`` is a run of ``parent_run`` with
+    something pending (parked, failed or cancelled), which the node resumes."""
+    return latest is not None and _loop.has_pending(latest) and _parent_run(latest) == parent_run
+
+
+def started_with(checkpoints: Iterable[Checkpoint], latest: Checkpoint) -> dict[str, Any]:
+    """The state the child run at ``latest`` started with: the input of its input checkpoint
+    (among the child thread's ``checkpoints``)."""
+    for checkpoint in checkpoints:
+        if checkpoint.run_id == latest.run_id and checkpoint.kind is CheckpointKind.INPUT:
+            started = checkpoint.metadata.get("update")
+            return dict(started) if isinstance(started, Mapping) else {}
+    return {}
+
+
+def child_input(
+    schema: Mapping[str, Channel],
+    latest: Checkpoint | None,
+    started: Mapping[str, Any] | None,
+    values: Mapping[str, Any],
+) -> tuple[GraphInput, Checkpoint | None]:
+    """How the child run goes on from the child thread's ``latest``, given the node's input
+    ``values``: resumed (when it ``started`` with a state) with the changes the parent's state
+    went through since, or a new run whose state is ``values`` alone (not merged with the
+    thread's earlier runs'), after ``latest``; and the checkpoint it goes on from."""
+    if started is not None:
+        return GraphInput.resume(changes(schema, started, values) or None), latest
+    base = latest
+    if base is not None:
+        base = dataclasses.replace(base, values=initial_values(schema))
+    return GraphInput.args(dict(values)), base
+
+
+class SubgraphNode:
+    """The action of a compiled subgraph node; :meth:`bound` to the parent graph's schema and
+    saver by the parent's task runner."""
+
+    def __init__(
+        self,
+        node_id: str,
+        compiled: CompiledGraph,
+        schema: Mapping[str, Channel] | None = None,
+        saver: BaseCheckpointSaver | None = None,
+        parent_id: str | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.compiled = compiled
+        self.schema: Mapping[str, Channel] = schema if schema is not None else {}
+        self.saver = saver
+        self.parent_id = parent_id
+        self.__name__ = node_id
+        self._child: Engine | None = None
+
+    def bound(
+        self,
+        schema: Mapping[str, Channel],
+        saver: BaseCheckpointSaver | None,
+        parent_id: str | None = None,
+    ) -> Any:
+        """This node for a parent (graph ``parent_id``) whose state has ``schema`` and whose
+        saver is ``saver``."""
+        return SubgraphNode(self.node_id, self.compiled, schema, saver, parent_id)
+
+    @property
+    def engine(self) -> Engine:
+        """The engine of the child runs: the child's, with the parent's saver when it has
+        none of its own; a child compiled without a ``graph_id`` is ``"<parent>/<node>"`` (as
+        the Celery executor registers it)."""
+        if self._child is None:
+            from langgraph_celery.graph._engine import Engine
+
+            compiled = self.compiled
+            config = compiled.config
+            graph_id = compiled.graph_id
+            if config.graph_id is None and self.parent_id is not None:
+                graph_id = f"{self.parent_id}/{self.node_id}"
+            if config.checkpoint_saver is None and self.saver is not None:
+                config = dataclasses.replace(config, checkpoint_saver=self.saver, executor=None)
+            if config is compiled.config and graph_id == compiled.graph_id:
+                self._child = compiled._engine
+            else:
+                self._child = Engine(compiled.spec, config, graph_id)
+        return self._child
+
+    def child_config(self, config: RunnableConfig) -> RunnableConfig:
+        """The child run's config: the caller's, on the child's thread and path."""
+        task = config._task_id or config.node_id or self.node_id
+        thread = child_thread(config.thread_id or config.run_id or "", task)
+        child = RunnableConfig(
+            thread_id=thread,
+            stream_mode=config.stream_mode,
+            recursion_limit=config.recursion_limit,
+            metadata=config.metadata,
+            parallel_executors=config.parallel_executors,
+            clone_state=config.clone_state,
+        )
+        return child._for_runtime(node_path=config.node_path)
+
+    async def __call__(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        from langgraph_celery.graph._local import Outcome, run_local
+
+        engine = self.engine
+        values = _data(state)
+        child_config = self.child_config(config)
+        thread = child_config.thread_id or ""
+        parent_run = config.run_id or ""
+        saver = engine.saver
+        latest = await engine.io(saver.get, thread) if saver is not None else None
+        started = None
+        if saver is not None and latest is not None and resumes(latest, parent_run):
+            started = started_with(await engine.io(saver.list, thread), latest)
+        graph_input, base = child_input(engine.spec.schema, latest, started, values)
+        begin = None
+        if not graph_input.is_resume:
+
+            async def begin(run_config: RunnableConfig) -> tuple[Checkpoint, NodeOutput | None]:
+                return await engine.begin_from(
+                    base, graph_input, run_config, extra={Extra.PARENT: {"run_id": parent_run}}
+                )
+
+        outcome = Outcome()
+        parent_outcome = config._outcome
+        if isinstance(parent_outcome, Outcome):
+            parent_outcome.link(outcome)
+        live = config._sink is not None and config._sink is not discard
+        final: dict[str, Any] | None = None
+        async for output in run_local(
+            engine, graph_input, child_config, outcome, live=live, begin=begin
+        ):
+            if output.node == END:
+                final = _data(output.state)
+            elif output.node != START and live:
+                config.emit(output)
+        if isinstance(outcome.value, InterruptionMetadata):
+            inner = outcome.value
+            metadata = dict(inner.metadata)
+            path = metadata.get(SUBGRAPH_PATH) or [inner.node_id]
+            metadata[SUBGRAPH_PATH] = [self.node_id, *path]
+            raise SubgraphInterrupt(inner.node_id, inner.reason or "", metadata)
+        if final is None:
+            raise SubgraphCancelled(f"the child run of subgraph node {self.node_id!r} stopped")
+        return changes(self.schema, values, final)

@@ -1,0 +1,178 @@
+"""Graphs with compiled subgraphs for the Celery tests (``test_celery_subgraphs.py``): the
+graphs of LangGraph4j's ``CompiledSubGraphTest`` (see ``tests/test_subgraph_compiled.py``), the
+children compiled without a saver or an executor (the parent's serve them)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langgraph_celery import (
+    END,
+    START,
+    AgentState,
+    Channels,
+    CompiledGraph,
+    GraphInterrupt,
+    RunnableConfig,
+    StateGraph,
+)
+
+SCHEMA = {"messages": Channels.appender()}
+
+
+def _redis() -> Any:
+    import redis
+
+    return redis.Redis.from_url(os.environ["LGC_REDIS_URL"])
+
+
+def node(node_id: str, attribute: str | None = None) -> Callable[..., Any]:
+    """Appends ``[id<attribute value>]``; records its ``node_path`` and ``graph_id``, and the
+    state's ``before`` (set by a hook) if any."""
+
+    def action(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        assert config.node_id == node_id
+        value = state.value(attribute, "") if attribute is not None else ""
+        update = {
+            "messages": f"[{node_id}{value}]",
+            f"path_{node_id}": [*config.node_path, str(config.graph_id)],
+        }
+        if state.value("before"):
+            update[f"before_{node_id}"] = state.value("before")
+        return update
+
+    return action
+
+
+def asking(node_id: str) -> Callable[..., Any]:
+    """Interrupts while ``ask`` is set and ``resume_subgraph`` is not."""
+
+    def action(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        if state.value("ask") and not state.value("resume_subgraph"):
+            raise GraphInterrupt("approve?", {"path": list(config.node_path)})
+        return {"messages": f"[{node_id}]"}
+
+    return action
+
+
+def dying_once(node_id: str) -> Callable[..., Any]:
+    """With ``die_once``, kills its worker process (SIGKILL) on its first call (counted in
+    Redis under ``calls:<thread>:<node>``)."""
+
+    def action(state: AgentState) -> dict[str, Any]:
+        thread = state.value("thread")
+        client = _redis()
+        try:
+            calls = int(client.incr(f"calls:{thread}:{node_id}"))
+        finally:
+            client.close()
+        if state.value("die_once") and calls == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return {"messages": f"[{node_id}]"}
+
+    return action
+
+
+def holding(node_id: str) -> Callable[..., Any]:
+    """Counts its starts (``started:<thread>:<node>``), then waits while the Redis key
+    ``hold:<thread>:<node>`` exists (at most 60 s)."""
+
+    def action(state: AgentState) -> dict[str, Any]:
+        thread = state.value("thread")
+        client = _redis()
+        try:
+            client.incr(f"started:{thread}:{node_id}")
+            deadline = time.monotonic() + 60
+            while client.exists(f"hold:{thread}:{node_id}") and time.monotonic() < deadline:
+                time.sleep(0.01)
+        finally:
+            client.close()
+        return {"messages": f"[{node_id}]"}
+
+    return action
+
+
+def _chain(names: list[tuple[str, Any]]) -> StateGraph:
+    graph = StateGraph(SCHEMA)
+    previous = START
+    for name, action in names:
+        graph.add_node(name, action).add_edge(previous, name)
+        previous = name
+    return graph.add_edge(previous, END)
+
+
+def approval_child() -> CompiledGraph:
+    return _chain(
+        [
+            ("NODE3.1", node("NODE3.1")),
+            ("NODE3.2", asking("NODE3.2")),
+            ("NODE3.3", dying_once("NODE3.3")),
+            ("NODE3.4", node("NODE3.4", "newAttribute")),
+        ]
+    ).compile()
+
+
+def sub_approval() -> StateGraph:
+    """NODE1 -> NODE2 -> NODE3 (the compiled child) -> NODE4 -> NODE5<newAttribute>."""
+    return _chain(
+        [
+            ("NODE1", node("NODE1")),
+            ("NODE2", node("NODE2")),
+            ("NODE3", approval_child()),
+            ("NODE4", node("NODE4")),
+            ("NODE5", node("NODE5", "newAttribute")),
+        ]
+    )
+
+
+def sub_nested() -> StateGraph:
+    """testCompiledSubGraphTracking: main1 -> subgraph1 (bar1 -> subgraph2 (foo1..3) -> bar2)
+    -> main2, three levels; hooks of the parent around ``subgraph1``."""
+    sub_sub_graph = _chain([(f"foo{i}", node(f"foo{i}")) for i in (1, 2, 3)]).compile()
+    sub_graph = _chain(
+        [("bar1", node("bar1")), ("subgraph2", sub_sub_graph), ("bar2", node("bar2"))]
+    ).compile()
+    graph = _chain([("main1", node("main1")), ("subgraph1", sub_graph), ("main2", node("main2"))])
+    # the parent's hooks around the subgraph node: the before hook's change reaches the child,
+    # the after hook sees the child's changes
+    graph.add_before_call_node_hook("subgraph1", lambda n, s, c: {"before": n})
+    graph.add_after_call_node_hook(
+        "subgraph1", lambda n, s, c, result: {**result, "after_saw": result.get("messages")}
+    )
+    return graph
+
+
+def sub_fanout() -> StateGraph:
+    """a -> (sub | sibling) -> z: the child's changes and a sibling's in one step."""
+    child = _chain([("c1", node("c1")), ("c2", node("c2"))]).compile()
+    return (
+        StateGraph(SCHEMA)
+        .add_node("a", node("a"))
+        .add_node("sub", child)
+        .add_node("sibling", node("sibling"))
+        .add_node("z", node("z"))
+        .add_edge(START, "a")
+        .add_edge("a", "sub")
+        .add_edge("a", "sibling")
+        .add_edge(["sub", "sibling"], "z")
+        .add_edge("z", END)
+    )
+
+
+def sub_slow() -> StateGraph:
+    """sub (s1 -> s2, both :func:`holding`) -> after."""
+    child = _chain([("s1", holding("s1")), ("s2", holding("s2"))]).compile()
+    return _chain([("sub", child), ("after", node("after"))])
+
+
+#: graph_id -> (builder, compile options), merged into ``lgc_graphs.GRAPHS``.
+SUBGRAPH_GRAPHS: Mapping[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
+    "sub-approval": (sub_approval, {}),
+    "sub-nested": (sub_nested, {}),
+    "sub-fanout": (sub_fanout, {}),
+    "sub-slow": (sub_slow, {}),
+}
