@@ -7,19 +7,18 @@ blocks, nodes and edges, in our diagrams' conventions (SPEC §7, ``tests/test_dr
 and ``END`` are drawn as circles named ``__START__`` and ``__END__``, each graph's START first and
 END after its nodes, then its edges; no skin parameters, footer or class definitions).  Those
 tests use compiled subgraphs; here they run with merged subgraphs (``add_node(id, StateGraph)``)
-and with compiled ones given to the diagram through :attr:`GraphSpec.subgraphs` (what
-``add_node(id, CompiledGraph)`` fills); both draw the same text.
+and with compiled ones (``add_node(id, CompiledGraph)``, recorded in
+:attr:`GraphSpec.subgraphs`); both draw the same text.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Any
 
 import pytest
 
-from langgraph_celery import END, START, CompileConfig, CompiledGraph, StateGraph
+from langgraph_celery import END, START, CompiledGraph, StateGraph
 
 Path = tuple[str, ...]  # the labels of the enclosing blocks, then the node's own label
 Edge = tuple[Path, Path, str | None, bool]
@@ -100,14 +99,6 @@ def chain(*nodes: str | tuple[str, Any]) -> StateGraph:
     return graph
 
 
-def compiled_with(graph: StateGraph, subgraphs: dict[str, CompiledGraph]) -> CompiledGraph:
-    """``graph`` compiled, with ``subgraphs`` standing for its nodes of those ids (what
-    ``add_node(id, CompiledGraph)`` records)."""
-    compiled = graph.compile()
-    spec = dataclasses.replace(compiled.spec, subgraphs=subgraphs)
-    return CompiledGraph(spec, CompileConfig())
-
-
 # -- LG4JRepresentationTest.issue216Test ---------------------------------------------------------
 
 
@@ -119,8 +110,8 @@ def issue216_merged() -> CompiledGraph:
 
 def issue216_compiled() -> CompiledGraph:
     sub_sub = chain("foo1", "foo2", "foo3").compile()
-    sub = compiled_with(chain("bar1", "subGraph2", "bar2"), {"subGraph2": sub_sub})
-    return compiled_with(chain("main1", "subgraph1", "main2"), {"subgraph1": sub})
+    sub = chain("bar1", ("subGraph2", sub_sub), "bar2").compile()
+    return chain("main1", ("subgraph1", sub), "main2").compile()
 
 
 ISSUE216_MERMAID = """\
@@ -250,9 +241,9 @@ def issue300_merged() -> CompiledGraph:
 
 def issue300_compiled() -> CompiledGraph:
     level4 = chain("L4_node").compile()
-    level3 = compiled_with(chain("L3_node", "level4"), {"level4": level4})
-    level2 = compiled_with(chain("level3"), {"level3": level3})
-    return compiled_with(chain("level2"), {"level2": level2})
+    level3 = chain("L3_node", ("level4", level4)).compile()
+    level2 = chain(("level3", level3)).compile()
+    return chain(("level2", level2)).compile()
 
 
 ISSUE300_MERMAID = """\
@@ -356,9 +347,7 @@ def test_a_merged_graph_is_drawn_as_built_with_its_conditional_edges(kind: str) 
 def test_block_identifiers_stay_distinct_from_look_alike_node_names(kind: str) -> None:
     # a compiled subgraph "sub" beside a node named like its merged node ("sub-x", which a
     # merged one would refuse), and nodes named like inner identifiers
-    parent = compiled_with(
-        chain("sub-x", "sub", "s_3_sub_1_x", "s_3_sub_start"), {"sub": chain("x").compile()}
-    )
+    parent = chain("sub-x", ("sub", chain("x").compile()), "s_3_sub_1_x", "s_3_sub_start").compile()
     blocks, nodes, _ = parse(kind, parent.get_graph(kind).content)
     assert blocks == {("sub",)}
     assert nodes == {
