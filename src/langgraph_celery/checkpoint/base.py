@@ -141,7 +141,9 @@ class Checkpoint:
     ``tasks`` are what runs next (``next`` is their node ids); ``extra`` is engine bookkeeping
     (join barriers, edges still to evaluate, nodes a resume runs without interrupting);
     ``kind`` says what stored it; ``metadata`` is what users read in its history (``source``,
-    the update).
+    the update).  ``delta``, when the engine knows it, is how ``values`` differ from the
+    parent's (see :mod:`langgraph_celery.checkpoint._delta`): a saver may store that instead of
+    the whole state; ``None`` (always, for a checkpoint read back) means store it whole.
     """
 
     thread_id: str
@@ -156,6 +158,7 @@ class Checkpoint:
     metadata: dict[str, Any] = field(default_factory=dict)
     created_at: datetime = field(default_factory=_utcnow)
     kind: CheckpointKind = CheckpointKind.LOOP
+    delta: dict[str, list[list[Any]]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def next(self) -> tuple[str, ...]:
@@ -184,15 +187,17 @@ class Checkpoint:
         parent_id: str | None,
         created_at: datetime,
         kind: str | None = None,
+        values: dict[str, Any] | None = None,
     ) -> Checkpoint:
         """The checkpoint stored as ``body`` and the indexed columns; ``kind``, when the saver
-        keeps it in a column of its own, is read from there (else from the body)."""
+        keeps it in a column of its own, is read from there (else from the body); ``values``,
+        when the saver reconstructed them (a delta body has none), replace the body's."""
         return cls(
             thread_id=thread_id,
             checkpoint_id=checkpoint_id,
             run_id=run_id,
             step=step,
-            values=dict(body["values"]),
+            values=dict(body["values"]) if values is None else values,
             tasks=tuple(PendingTask.from_data(t) for t in body.get("tasks", ())),
             parent_id=parent_id,
             node=body.get("node"),

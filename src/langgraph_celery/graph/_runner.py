@@ -9,13 +9,13 @@ plain ``action`` that runs the async one on the event loop.
 from __future__ import annotations
 
 import asyncio
-import copy
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+from langgraph_celery._clone import clone_value
 from langgraph_celery.checkpoint.base import PendingTask
 from langgraph_celery.errors import InvalidUpdateError
 from langgraph_celery.graph._algo import GOTO, check_update, command_write
@@ -33,26 +33,8 @@ __all__ = ["ASYNC_VARIANT", "TaskRunner", "clone_value"]
 #: action it wraps is async (RetryPolicy's hook does, so it sleeps without blocking the loop).
 ASYNC_VARIANT = "__lgc_async_variant__"
 
-_ATOMIC = frozenset({str, int, float, bool, type(None), bytes, complex})
-
 SyncAction = Callable[[Any, RunnableConfig], Any]
 AsyncAction = Callable[[Any, RunnableConfig], Awaitable[Any]]
-
-
-def clone_value(value: Any) -> Any:
-    """A deep copy, fast for the JSON-like values state is usually made of."""
-    kind = type(value)
-    if kind in _ATOMIC:
-        return value
-    if kind is dict:
-        return {key: clone_value(item) for key, item in value.items()}
-    if kind is list:
-        return [clone_value(item) for item in value]
-    if kind is tuple:
-        return tuple(clone_value(item) for item in value)
-    if kind is set:
-        return {clone_value(item) for item in value}
-    return copy.deepcopy(value)
 
 
 async def _resolve(value: Any) -> Any:
