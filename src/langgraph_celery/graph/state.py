@@ -204,35 +204,74 @@ def initial_values(schema: Mapping[str, Channel]) -> dict[str, Any]:
     return {key: channel.default() for key, channel in schema.items() if channel.has_default}
 
 
+#: How a step changed each key it touched, for the saver (see ``checkpoint/_delta.py``).
+Ops = dict[str, list[list[Any]]]
+
+
 def apply_update(
     schema: Mapping[str, Channel],
     values: dict[str, Any],
     update: Mapping[str, Any],
     what: str = "the update",
+    ops: Ops | None = None,
 ) -> None:
     """Merge one update into ``values`` in place, through the schema's reducers.  A reducer that
-    raises is an :class:`InvalidUpdateError` naming the key and ``what`` it refused."""
+    raises is an :class:`InvalidUpdateError` naming the key and ``what`` it refused.  With
+    ``ops``, how each key changed is recorded there (the ops a checkpoint's ``delta`` holds)."""
     for key, new in update.items():
         if isinstance(new, InTurn):
             for value in new.values:
-                apply_update(schema, values, {key: value}, what)
+                apply_update(schema, values, {key: value}, what, ops)
             continue
         if new is MARK_FOR_REMOVAL:
             values.pop(key, None)
+            if ops is not None:
+                ops[key] = [["del"]]
             continue
         channel = schema.get(key)
         if channel is None or channel.reducer is None:
             values[key] = new
+            if ops is not None:
+                ops[key] = [["set", new]]
+            continue
+        present = key in values
+        old = values[key] if present else channel.default()
+        try:
+            result = channel.reducer(old, new)
+        except GraphError:
+            raise
+        except Exception as error:
+            raise InvalidUpdateError(
+                f"the reducer of key {key!r} refused {what}: {type(error).__name__}: {error}"
+            ) from error
+        values[key] = result
+        if ops is not None:
+            edits = None
+            if isinstance(channel, _AppenderChannel) and present and type(old) is list:
+                edits = _appender_ops(new)
+            if edits is None:
+                ops[key] = [["set", result]]
+            else:
+                ops.setdefault(key, []).extend(edits)
+
+
+def _appender_ops(new: Any) -> list[list[Any]] | None:
+    """What an appender update does to the list, as delta ops (``None``: it replaces it)."""
+    if isinstance(new, ReplaceAllWith):
+        return None
+    items = new if isinstance(new, list) else [new]
+    removed: list[list[Any]] = []
+    appended: list[Any] = []
+    for item in items:
+        if isinstance(item, ReplaceAllWith):
+            return None
+        if isinstance(item, RemoveByHash):
+            removed.append(["rm", item.value])
         else:
-            old = values[key] if key in values else channel.default()
-            try:
-                values[key] = channel.reducer(old, new)
-            except GraphError:
-                raise
-            except Exception as error:
-                raise InvalidUpdateError(
-                    f"the reducer of key {key!r} refused {what}: {type(error).__name__}: {error}"
-                ) from error
+            appended.append(item)
+    if appended:
+        removed.append(["add", appended])
+    return removed
 
 
 def _has_edits(value: Any) -> bool:
