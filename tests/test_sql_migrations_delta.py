@@ -94,9 +94,7 @@ def test_whole_bodies_of_version_8_read_back_and_the_thread_runs_on_in_deltas(
         patched.setattr(_migrations, "MIGRATIONS", MIGRATIONS[:8])
         patched.setattr(_migrations, "LATEST_VERSION", 8)
         assert migrate(engine, prefix, JsonSerializer().loads, sql_saver._serial) == 8
-    assert "base_id" not in {
-        c["name"] for c in inspect(engine).get_columns(f"{prefix}checkpoints")
-    }
+    assert "base_id" not in {c["name"] for c in inspect(engine).get_columns(f"{prefix}checkpoints")}
     # the thread as the earlier release left it: three conversation turns, stored whole
     earlier = MemorySaver()
     _conversation(_graph(earlier), range(3))
