@@ -19,8 +19,9 @@ delta does not fit is stored whole and starts a new chain.  Reading a checkpoint
 most its chain: its last whole value and deltas of at most ``BUDGET_FACTOR`` times its size.
 
 In a delta body an ``add`` whose items are exactly what one task wrote to that key (in the
-body's own ``metadata["writes"]``) is stored as ``["addw", task_id]``, so the items are not
-stored twice.
+body's own ``metadata["writes"]``) is stored as ``["addw", task_id]``, and one whose items are
+exactly the key's value in ``metadata["update"]`` (an input, a resume's or ``update_state``'s
+update) as ``["addu"]``, so the items are not stored twice.
 
 :class:`ValuesCache` keeps states reconstructed (or stored) recently by ``(thread_id,
 checkpoint_id)``: a checkpoint never changes, so an entry is never stale, and reading the next
@@ -52,11 +53,11 @@ __all__ = [
 Delta = dict[str, list[list[Any]]]
 
 #: A whole value lets the deltas after it take up to this many times its size in bytes.
-BUDGET_FACTOR = 4
+BUDGET_FACTOR = 32
 #: At most this many deltas after a whole value.
 MAX_DEPTH = 1000
 
-SET, DEL, ADD, REMOVE, ADD_WRITTEN = "set", "del", "add", "rm", "addw"
+SET, DEL, ADD, REMOVE, ADD_WRITTEN, ADD_UPDATE = "set", "del", "add", "rm", "addw", "addu"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,7 @@ def encode_ops(delta: Mapping[str, Sequence[Sequence[Any]]], metadata: Mapping[s
     """``delta`` as stored: an ``add`` of exactly what a task of ``metadata["writes"]`` wrote
     to the key becomes ``["addw", task_id]``."""
     writes = metadata.get("writes")
+    update = metadata.get("update")
     encoded: Delta = {}
     for key, ops in delta.items():
         out: list[list[Any]] = []
@@ -104,6 +106,11 @@ def encode_ops(delta: Mapping[str, Sequence[Sequence[Any]]], metadata: Mapping[s
                 task = _writer(writes, key, op[1])
                 if task is not None:
                     out.append([ADD_WRITTEN, task])
+                    continue
+            if op[0] == ADD and isinstance(update, Mapping) and key in update:
+                written = _items(update[key])
+                if written is not None and len(written) == len(op[1]) and written == op[1]:
+                    out.append([ADD_UPDATE])
                     continue
             out.append(list(op))
         encoded[key] = out
@@ -126,8 +133,9 @@ def decode_ops(stored: Mapping[str, Any], metadata: Mapping[str, Any]) -> Delta:
     for key, ops in stored.items():
         out: list[list[Any]] = []
         for op in ops:
-            if op[0] == ADD_WRITTEN:
-                items = _items(writes[op[1]][key])
+            if op[0] in (ADD_WRITTEN, ADD_UPDATE):
+                source = writes[op[1]] if op[0] == ADD_WRITTEN else metadata["update"]
+                items = _items(source[key])
                 assert items is not None
                 out.append([ADD, items])
             else:

@@ -93,7 +93,8 @@ class Incremental:
         if "delta" not in body:
             whole = dict(body["values"])
             self.cache.put(thread_id, checkpoint_id, whole)
-            return clone_value(whole)
+            copied: dict[str, Any] = clone_value(whole)
+            return copied
 
         def own_body(checkpoint: str) -> Mapping[str, Any]:
             return body if checkpoint == checkpoint_id else body_of(checkpoint)
@@ -102,7 +103,8 @@ class Incremental:
             checkpoint_id, parent_of, own_body, lambda c: self.cache.get(thread_id, c)
         )
         self.cache.put(thread_id, checkpoint_id, found)
-        return clone_value(found)
+        fresh: dict[str, Any] = clone_value(found)
+        return fresh
 
     def chain_of(self, thread_id: str, checkpoint_id: str, chain: Chain) -> None:
         self.cache.put_chain(thread_id, checkpoint_id, chain)

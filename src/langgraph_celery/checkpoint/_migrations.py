@@ -404,7 +404,7 @@ def _add_write_kind_column(m: MigrationContext) -> None:
 
 #: What migration 9 gives a stored whole value to spend on deltas: this many times its size
 #: (``_delta.BUDGET_FACTOR`` when it shipped; frozen here).
-_BUDGET_FACTOR_V9 = 4
+_BUDGET_FACTOR_V9 = 32
 
 
 def _add_delta_columns(m: MigrationContext) -> None:

@@ -20,6 +20,7 @@ from sqlalchemy import (
     delete,
     false,
     insert,
+    null,
     or_,
     select,
 )
@@ -69,6 +70,9 @@ class Statements:
     #: the whole value ``base_id`` and the deltas read from it.
     body_of: Select[Any]
     bodies_of_chain: Select[Any]
+    #: Store checkpoint ``b_checkpoint_id`` of ``b_thread_id`` whole: ``body``, ``budget``,
+    #: ``depth`` (its ``base_id`` cleared).
+    make_whole: Executable
     #: The thread's checkpoints a refused one may collide with: the same ``checkpoint_id``, the
     #: same ``run_id`` and ``step``, or no parent (see ``checkpoint/_conflicts.py``).
     colliding: Select[Any]
@@ -190,6 +194,18 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
                 c.base_id == bindparam("base_id", type_=String),
             ),
             c.pruned_at.is_(None),
+        ),
+        make_whole=checkpoints.update()
+        .where(
+            c.thread_id == bindparam("b_thread_id", type_=String),
+            c.checkpoint_id == bindparam("b_checkpoint_id", type_=String),
+            c.pruned_at.is_(None),
+        )
+        .values(
+            body=bindparam("body", type_=c.body.type),
+            base_id=null(),
+            budget=bindparam("budget", type_=c.budget.type),
+            depth=bindparam("depth", type_=c.depth.type),
         ),
         thread_of_run=select(c.thread_id)
         .where(c.run_id == bindparam("run_id", type_=String), c.pruned_at.is_(None))

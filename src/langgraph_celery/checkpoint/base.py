@@ -376,6 +376,15 @@ class BaseCheckpointSaver(abc.ABC):
         unfinished = unfinished_runs(self, thread_id, stored, self._recorded_completed(thread_id))
         kept, deleted = plan_prune(stored, keep_last, unfinished)
         if deleted and not dry_run:
+            gone = set(deleted)
+            kept_ids = {k.checkpoint_id for k in kept}
+            rewrite = [
+                ref.checkpoint_id
+                for ref in stored
+                if ref.checkpoint_id in kept_ids and not ref.whole and ref.parent_id in gone
+            ]
+            if rewrite:
+                self.make_whole(thread_id, rewrite)
             self.remove_checkpoints(thread_id, deleted)
         return PruneResult(thread_id, tuple(kept), tuple(deleted), dry_run)
 
@@ -393,6 +402,12 @@ class BaseCheckpointSaver(abc.ABC):
         again.  Returns how many were removed (ids unknown or already removed are skipped).
         Savers implement it to support pruning."""
         raise NotImplementedError(_cannot_prune(self, "remove_checkpoints"))
+
+    def make_whole(self, thread_id: str, checkpoint_ids: Sequence[str]) -> None:
+        """For :meth:`prune`: store the thread's checkpoints ``checkpoint_ids``, stored as deltas
+        of their parents (:attr:`StoredRef.whole` false), whole, so that their parents can be
+        removed.  Savers that report deltas in :meth:`stored_refs` implement it."""
+        raise NotImplementedError(_cannot_prune(self, "make_whole"))
 
     def _recorded_completed(self, thread_id: str) -> frozenset[str]:
         """The thread's runs the saver's run index records as completed (:meth:`prune` does not

@@ -162,6 +162,8 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
         with self._lock:
             thread = self._threads.get(thread_id)
             rows = _live(thread)
+        if thread is None:
+            return []
         return [self._load(thread_id, stored, thread) for stored in rows]
 
     def set_timer(
@@ -228,14 +230,26 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
             thread = self._threads.get(thread_id)
             rows = _live(thread)
         return [
-            StoredRef(
-                s.checkpoint_id,
-                s.run_id,
-                s.parent_id,
-                () if s.chain.base_id is None or s.parent_id is None else (s.parent_id,),
-            )
+            StoredRef(s.checkpoint_id, s.run_id, s.parent_id, whole=s.chain.base_id is None)
             for s in rows
         ]
+
+    def make_whole(self, thread_id: str, checkpoint_ids: Sequence[str]) -> None:
+        for checkpoint_id in checkpoint_ids:
+            checkpoint = self.get(thread_id, checkpoint_id)
+            if checkpoint is None:
+                continue
+            text = self.dump_body(checkpoint)
+            with self._lock:
+                thread = self._threads.get(thread_id)
+                stored = None if thread is None else thread.checkpoints.get(checkpoint_id)
+                if thread is None or stored is None or stored.body is None:
+                    continue
+                # (replacing a key's value keeps its place: storage order is unchanged)
+                thread.checkpoints[checkpoint_id] = dataclasses.replace(
+                    stored, body=text, chain=Chain.whole(len(text))
+                )
+            self._incremental.forget(thread_id, [checkpoint_id])
 
     def remove_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> int:
         with self._lock:

@@ -288,14 +288,28 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
     def stored_refs(self, thread_id: str) -> Sequence[StoredRef]:
         rows = self._read(self._sql.refs, {"thread_id": thread_id})
         return [
-            StoredRef(
-                row.checkpoint_id,
-                row.run_id,
-                row.parent_id,
-                () if row.base_id is None or row.parent_id is None else (row.parent_id,),
-            )
+            StoredRef(row.checkpoint_id, row.run_id, row.parent_id, whole=row.base_id is None)
             for row in rows
         ]
+
+    def make_whole(self, thread_id: str, checkpoint_ids: Sequence[str]) -> None:
+        """One statement a checkpoint; the deltas after it still name their old base (a read
+        finds the rest of their chain one row at a time)."""
+        for checkpoint_id in checkpoint_ids:
+            checkpoint = self.get(thread_id, checkpoint_id)
+            if checkpoint is None:
+                continue
+            text = self.dump_body(checkpoint)
+            chain = Chain.whole(len(text))
+            params = {
+                "b_thread_id": thread_id,
+                "b_checkpoint_id": checkpoint_id,
+                "body": text,
+                "budget": chain.budget,
+                "depth": chain.depth,
+            }
+            self._write(self._sql.make_whole, params)
+            self._incremental.forget(thread_id, [checkpoint_id])
 
     def remove_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> int:
         """One transaction, a batch of ids per statement."""
@@ -492,7 +506,7 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
             *(c.base_id, c.budget, c.depth),
         )
 
-    def _load_all(self, thread_id: str, rows: Sequence[Any]) -> list[Checkpoint]:
+    def _load_all(self, thread_id: str, rows: Sequence[Any]) -> Sequence[Checkpoint]:
         """Checkpoints of ``rows`` (newest first), their deltas applied oldest first, each
         read from the rows at hand."""
         by_id = {row.checkpoint_id: row for row in rows}
@@ -518,12 +532,16 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
             if found is not None:
                 return found
             params = {"thread_id": thread_id, "checkpoint_id": checkpoint_id}
-            if lookups[0] < 2 or row.base_id is None:
+            if lookups[0] != 2 or row.base_id is None:
+                # (after the chain: a row made whole by prune is not in it; it is found so)
                 lookups[0] += 1
                 rows = self._read(self._sql.body_of, params)
             else:
+                lookups[0] += 1
                 chain = {"thread_id": thread_id, "base_id": row.base_id}
                 rows = self._read(self._sql.bodies_of_chain, chain)
+                if checkpoint_id not in {r.checkpoint_id for r in rows}:
+                    rows = [*rows, *self._read(self._sql.body_of, params)]
             fetched.update((r.checkpoint_id, r) for r in rows)
             found = fetched.get(checkpoint_id)
             if found is None:

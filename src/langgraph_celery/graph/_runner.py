@@ -24,7 +24,7 @@ from langgraph_celery.graph._streaming import resolve, streaming_key
 from langgraph_celery.graph._sync import SHARED_POOL
 from langgraph_celery.graph.builder import GraphSpec, Hook
 from langgraph_celery.graph.config import RunnableConfig
-from langgraph_celery.graph.state import AgentState, apply_update, compose_updates
+from langgraph_celery.graph.state import AgentState, CopyOnRead, apply_update, compose_updates
 from langgraph_celery.graph.types import Command
 
 __all__ = ["ASYNC_VARIANT", "TaskRunner", "clone_value"]
@@ -182,9 +182,10 @@ class TaskRunner:
         ]
 
     def make_state(self, data: Any, clone: bool) -> Any:
+        """What a node gets: with ``clone``, a copy of ``data`` (a state: made as it reads)."""
         if not isinstance(data, Mapping):
             return clone_value(data) if clone else data
-        return self.spec.state_factory(clone_value(data) if clone else data)
+        return self.spec.state_factory(CopyOnRead(data) if clone else data)
 
     async def _before(
         self, chain: _Chain, node: str, state: Any, config: RunnableConfig
@@ -198,7 +199,8 @@ class TaskRunner:
             if update is None:
                 continue
             combined = update if combined is None else compose_updates(schema, combined, update)
-            data = dict(state.data if isinstance(state, AgentState) else state)
+            held = state._data if isinstance(state, AgentState) else state
+            data = held.copy() if type(held) is CopyOnRead else dict(held)
             apply_update(schema, data, clone_value(update) if config.clone_state else update)
             state = self.spec.state_factory(data)
         return state, combined

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
+from langgraph_celery._clone import clone_value
 from langgraph_celery.errors import GraphError, InvalidUpdateError
 from langgraph_celery.serde import _register_builtin, _register_builtin_constant
 
@@ -167,6 +168,59 @@ class Channels:
         return _AppenderChannel(default)
 
 
+class CopyOnRead(dict[str, Any]):
+    """A node's copy of the run's state, made key by key: a value is deep-copied the first time
+    it is read (then that copy is kept and read again), so a node that reads one key of a big
+    state copies that key only, and changing what it read never changes the run's state.
+    Values written into it are its own.  Iterating keys copies nothing; ``items()``,
+    ``values()``, ``dict(...)`` copy every value they reach."""
+
+    __slots__ = ("_own",)
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        super().__init__(data)
+        self._own: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        value = dict.__getitem__(self, key)
+        if key not in self._own:
+            value = clone_value(value)
+            dict.__setitem__(self, key, value)
+            self._own.add(key)
+        return value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        dict.__setitem__(self, key, value)
+        self._own.add(key)
+
+    def __iter__(self) -> Iterator[str]:  # (also keeps dict(...) from reading values raw)
+        return iter(list(dict.keys(self)))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default  # noqa: SIM401 (self.get is this)
+
+    def items(self) -> Any:
+        return [(key, self[key]) for key in list(dict.keys(self))]
+
+    def values(self) -> Any:
+        return [self[key] for key in list(dict.keys(self))]
+
+    def pop(self, key: str, *default: Any) -> Any:
+        if key in self:
+            value = self[key]
+            dict.pop(self, key)
+            return value
+        return dict.pop(self, key, *default)
+
+    def copy(self) -> CopyOnRead:
+        """Another copy of the same state: what this one copied already is copied again."""
+        fresh = CopyOnRead(dict(dict.items(self)))
+        for key in self._own:
+            dict.__setitem__(fresh, key, clone_value(dict.__getitem__(self, key)))
+        fresh._own = set(self._own)
+        return fresh
+
+
 class AgentState(Mapping[str, Any]):
     """The state a node sees: a read-only mapping with ``value(key, default)``.
 
@@ -176,7 +230,11 @@ class AgentState(Mapping[str, Any]):
     __slots__ = ("_data",)
 
     def __init__(self, data: Mapping[str, Any] | None = None) -> None:
-        self._data: dict[str, Any] = dict(data) if data is not None else {}
+        self._data: dict[str, Any]
+        if type(data) is CopyOnRead:  # (a node's copy, made as it reads)
+            self._data = data
+        else:
+            self._data = dict(data) if data is not None else {}
 
     @property
     def data(self) -> Mapping[str, Any]:
