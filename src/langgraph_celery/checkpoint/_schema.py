@@ -13,7 +13,8 @@ index, so that a refused insert is recognised by the name of the constraint it v
     ``parent_id``, ``created_at`` and ``kind`` (a
     :class:`~langgraph_celery.checkpoint.base.CheckpointKind` word) are columns; everything else
     is ``body``, the serializer's text of :meth:`Checkpoint.body()
-    <langgraph_celery.checkpoint.base.Checkpoint.body>` (which also holds the kind).  ``kind`` is
+    <langgraph_celery.checkpoint.base.Checkpoint.body>` (which also holds the kind), or of a
+    delta body (see ``base_id`` below).  ``kind`` is
     nullable: a release older than the column, still running during an upgrade, stores rows
     without it, whose kind the saver reads from their body.
     ``pruned_at`` is set when :meth:`~langgraph_celery.checkpoint.BaseCheckpointSaver.prune`

@@ -201,7 +201,9 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
             self._forget_thread(thread_id, thread)
         if thread is None:
             return []
-        return [self._load(thread_id, stored, thread) for stored in _live(thread)]
+        released = [self._load(thread_id, stored, thread) for stored in _live(thread)]
+        self._incremental.forget(thread_id)  # (what reading them cached)
+        return released
 
     # -- retention ---------------------------------------------------------------------------
 

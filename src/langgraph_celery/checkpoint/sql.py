@@ -35,6 +35,7 @@ from langgraph_celery.checkpoint._engines import (  # (SQLITE_BUSY_TIMEOUT: its 
 )
 from langgraph_celery.checkpoint._incremental import Encoded, Incremental
 from langgraph_celery.checkpoint._retention import StoredRef
+from langgraph_celery.checkpoint._rows import RowReader
 from langgraph_celery.checkpoint._schema import (
     DEFAULT_TABLE_PREFIX,
     as_utc,
@@ -100,6 +101,7 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
         # (the one-first-checkpoint-per-thread index exists only where partial indexes do)
         self._roots_unique = self._dialect in ("postgresql", "sqlite")
         self._incremental = Incremental(self.serializer, self.dump_body)
+        self._rows = RowReader(self.serializer, self._incremental, self._read, self._sql)
 
     def __repr__(self) -> str:
         url = self._engine.url.render_as_string(hide_password=True)
@@ -271,9 +273,10 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
             timers, runs = self._tables.timers, self._tables.runs
             conn.execute(delete(timers).where(timers.c.thread_id == thread_id))
             conn.execute(delete(runs).where(runs.c.thread_id == thread_id))
-        self._incremental.forget(thread_id)
         rows = sorted(rows, key=lambda row: row.seq, reverse=True)
-        return self._load_all(thread_id, [row for row in rows if row.pruned_at is None])
+        released = self._load_all(thread_id, [row for row in rows if row.pruned_at is None])
+        self._incremental.forget(thread_id)  # (what reading them cached)
+        return released
 
     # -- retention ---------------------------------------------------------------------------
 
@@ -507,69 +510,10 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
         )
 
     def _load_all(self, thread_id: str, rows: Sequence[Any]) -> Sequence[Checkpoint]:
-        """Checkpoints of ``rows`` (newest first), their deltas applied oldest first, each
-        read from the rows at hand."""
-        by_id = {row.checkpoint_id: row for row in rows}
-        loaded = {row.checkpoint_id: self._load(thread_id, row, by_id) for row in reversed(rows)}
-        return [loaded[row.checkpoint_id] for row in rows]
+        return self._rows.load_all(thread_id, rows)
 
-    def _load(
-        self, thread_id: str, row: Any, at_hand: Mapping[str, Any] | None = None
-    ) -> Checkpoint:
-        """The checkpoint of ``row``; a delta is read through its parents: those in
-        ``at_hand`` (rows by id), the saver's cache, one row at a time for the first two, then
-        the rest of its chain at once."""
-        body = self.serializer.loads(row.body)
-        if row.budget is not None:
-            chain = Chain(row.base_id, int(row.budget), int(row.depth or 0))
-            self._incremental.chain_of(thread_id, row.checkpoint_id, chain)
-        fetched: dict[str, Any] = dict(at_hand or {})
-        fetched[row.checkpoint_id] = row
-        lookups = [0]
-
-        def fetch(checkpoint_id: str) -> Any:
-            found = fetched.get(checkpoint_id)
-            if found is not None:
-                return found
-            params = {"thread_id": thread_id, "checkpoint_id": checkpoint_id}
-            if lookups[0] != 2 or row.base_id is None:
-                # (after the chain: a row made whole by prune is not in it; it is found so)
-                lookups[0] += 1
-                rows = self._read(self._sql.body_of, params)
-            else:
-                lookups[0] += 1
-                chain = {"thread_id": thread_id, "base_id": row.base_id}
-                rows = self._read(self._sql.bodies_of_chain, chain)
-                if checkpoint_id not in {r.checkpoint_id for r in rows}:
-                    rows = [*rows, *self._read(self._sql.body_of, params)]
-            fetched.update((r.checkpoint_id, r) for r in rows)
-            found = fetched.get(checkpoint_id)
-            if found is None:
-                raise LookupError(
-                    f"checkpoint {row.checkpoint_id!r} of thread {thread_id!r} is stored as a "
-                    f"delta of {checkpoint_id!r}, which is gone"
-                )
-            return found
-
-        def body_of(checkpoint_id: str) -> Any:
-            return self.serializer.loads(fetch(checkpoint_id).body)
-
-        def parent_of(checkpoint_id: str) -> str | None:
-            parent: str | None = fetch(checkpoint_id).parent_id
-            return parent
-
-        values = self._incremental.values(thread_id, row.checkpoint_id, body, parent_of, body_of)
-        return Checkpoint.from_body(
-            body,
-            values=values,
-            thread_id=thread_id,
-            checkpoint_id=row.checkpoint_id,
-            run_id=row.run_id,
-            step=row.step,
-            parent_id=row.parent_id,
-            created_at=as_utc(row.created_at),
-            kind=row.kind,
-        )
+    def _load(self, thread_id: str, row: Any) -> Checkpoint:
+        return self._rows.load(thread_id, row)
 
 
 def _chain_of(row: Any) -> Chain | None:
