@@ -208,10 +208,11 @@ class ValuesCache:
                 if len(pending) > self._size:
                     return None
             self._values.move_to_end((thread_id, current))
-        values = entry
-        for checkpoint, delta in reversed(pending):
-            values = apply_delta(values, [delta])
-            self.put(thread_id, checkpoint, values)
+        if not pending:
+            return entry
+        # (the deltas at once, one copy of each list they change; the ones between stay pending)
+        values = apply_delta(entry, [delta for _, delta in reversed(pending)])
+        self.put(thread_id, checkpoint_id, values)
         return values
 
     def put(self, thread_id: str, checkpoint_id: str, values: dict[str, Any]) -> None:
