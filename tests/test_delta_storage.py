@@ -3,15 +3,22 @@ value when a chain's budget is spent, what prune frees, and reads from a cold ca
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from sqlalchemy import text
 
 from langgraph_celery import (
     END,
+    MARK_FOR_REMOVAL,
     START,
+    Channel,
     Channels,
+    Command,
     CompileConfig,
+    GraphInput,
+    RemoveByHash,
+    ReplaceAllWith,
     RunnableConfig,
     StateGraph,
 )
@@ -101,3 +108,49 @@ def test_prune_stores_the_oldest_kept_delta_whole_and_frees_the_rest(
         {"n": "after"},
         *({"n": index, "text": "x" * 50} for index in range(5)),
     ]
+
+
+def test_every_way_a_step_changes_state_reads_back_from_a_cold_handle(
+    saver_factory: Any,
+) -> None:
+    """Each checkpoint the engine stores (input, steps, a route's Command update, a parked run
+    resumed with an update, update_state with as_node, a fork) reads back, from a handle with
+    nothing cached, with exactly the values the engine stored it with."""
+    saver = saver_factory()
+    stored: dict[str, Any] = {}
+    put = saver.put
+
+    def recording_put(checkpoint: Any) -> Any:
+        stored[checkpoint.checkpoint_id] = saver.serializer.loads(
+            saver.serializer.dumps(checkpoint.values)
+        )
+        return put(checkpoint)
+
+    saver.put = recording_put  # type: ignore[method-assign]
+    graph = StateGraph(
+        {"log": Channels.appender(), "total": Channel(operator.add, default=lambda: 0)}
+    )
+    graph.add_node("a", lambda s, c: {"log": ["a1", "a2"], "total": 2, "scratch": {"k": [1]}})
+    graph.add_node(
+        "b", lambda s, c: {"log": [RemoveByHash("a1"), "b"], "scratch": MARK_FOR_REMOVAL}
+    )
+    graph.add_node("c", lambda s, c: {"log": ReplaceAllWith(["c"]), "total": 3, "when": (1, 2)})
+    graph.add_node("d", lambda s, c: {"log": "d"})
+    graph.add_edge(START, "a")
+    graph.add_conditional_edges("a", lambda s: Command(goto="b", update={"log": ["routed"]}))
+    graph.add_edge("b", "c")
+    graph.add_edge("c", "d")
+    graph.add_edge("d", END)
+    app = graph.compile(CompileConfig(checkpoint_saver=saver, interrupt_before=("d",)))
+    app.invoke({"log": ["in"]}, CFG)
+    app.update_state(CFG, {"log": ["edited"], "total": 10}, as_node="c")
+    app.invoke(GraphInput.resume({"log": ["resumed"]}), CFG)
+    middle = app.get_state_history(CFG)[4]
+    app.invoke(None, CFG.with_changes(checkpoint_id=middle.checkpoint_id))
+    app.invoke({"log": ["again"]}, CFG)
+
+    cold = saver_factory()
+    history = list(cold.list("t1"))
+    assert len(history) == len(stored) >= 12
+    assert {c.checkpoint_id: c.values for c in history} == stored
+    assert sum(not ref.whole for ref in cold.stored_refs("t1")) >= len(history) - 2
