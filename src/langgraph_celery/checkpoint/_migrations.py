@@ -400,6 +400,40 @@ def _add_write_kind_column(m: MigrationContext) -> None:
     )
 
 
+# -- 9: checkpoints stored as deltas of their parent ---------------------------------------------
+
+#: What migration 9 gives a stored whole value to spend on deltas: this many times its size
+#: (``_delta.BUDGET_FACTOR`` when it shipped; frozen here).
+_BUDGET_FACTOR_V9 = 32
+
+
+def _add_delta_columns(m: MigrationContext) -> None:
+    """``base_id``, ``budget`` and ``depth`` on checkpoints: every stored row is whole (no
+    ``base_id``), at depth 0, with a budget for the deltas after it of
+    ``_BUDGET_FACTOR_V9`` times its body's length (pruned rows: none)."""
+    name = m.table_name(CHECKPOINTS_TABLE)
+    _add_column(m, name, Column("base_id", ID, nullable=True))
+    _add_column(m, name, Column("budget", BigInteger, nullable=True))
+    _add_column(m, name, Column("depth", Integer, nullable=True))
+    checkpoints = Table(
+        name,
+        MetaData(),
+        Column("thread_id", ID),
+        Column("base_id", ID),
+        Column("body", Text),
+        Column("pruned_at", DateTime(timezone=True)),
+        Column("budget", BigInteger),
+        Column("depth", Integer),
+    )
+    c = checkpoints.c
+    m.connection.execute(
+        checkpoints.update()
+        .where(c.pruned_at.is_(None))
+        .values(budget=func.length(c.body) * _BUDGET_FACTOR_V9, depth=0)
+    )
+    Index(f"{m.prefix}ckpt_base_ix", c.thread_id, c.base_id).create(m.connection)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "checkpoints, writes and timers tables", _create_tables),
     Migration(2, "one checkpoint without a parent per thread", _create_root_index),
@@ -409,6 +443,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "run records set aside by the checkpoint_ttl pass", _add_superseded_column),
     Migration(7, "indexes for listing every graph's runs, all or by status", _add_listing_indexes),
     Migration(8, "a write's kind in a column, filled in from stored marks", _add_write_kind_column),
+    Migration(9, "checkpoints stored as deltas of their parent", _add_delta_columns),
 )
 #: The version of tables all of :data:`MIGRATIONS` have been applied to.
 LATEST_VERSION = len(MIGRATIONS)

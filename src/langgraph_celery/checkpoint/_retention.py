@@ -10,8 +10,10 @@ their age, what a run or a reader still needs:
   marks), and that checkpoint's **parent**: a step's status reads its parent's marks (a cancel
   left there), as every node task of a running step does (``get_with_writes``);
 * **what a kept checkpoint is read from** (:attr:`StoredRef.needs`), and what those are read
-  from in turn.  Every checkpoint stores its whole state today, so this is empty; a delta
-  scheme names each checkpoint's base there and pruning keeps it.
+  from in turn, for a saver that names them there.  ``MemorySaver`` and ``SqlSaver`` name
+  none: a kept checkpoint stored as a delta (:attr:`StoredRef.whole` false) whose parent is
+  removed is first stored whole again (:meth:`~langgraph_celery.checkpoint.BaseCheckpointSaver.
+  make_whole`), so pruning frees the chain before it.
 
 A kept checkpoint keeps its pending writes (a step's updates and the run's marks); a pruned one
 loses them.  The oldest kept checkpoint's parent may be gone: its snapshot still names it as
@@ -62,6 +64,9 @@ class StoredRef:
     parent_id: str | None = None
     #: The checkpoints this one is read from (a delta's base), kept as long as it is.
     needs: tuple[str, ...] = ()
+    #: False for a checkpoint stored as a delta of its parent: if its parent is removed, prune
+    #: has the saver store it whole first (``make_whole``).
+    whole: bool = True
 
 
 class Keep(enum.StrEnum):

@@ -13,12 +13,20 @@ index, so that a refused insert is recognised by the name of the constraint it v
     ``parent_id``, ``created_at`` and ``kind`` (a
     :class:`~langgraph_celery.checkpoint.base.CheckpointKind` word) are columns; everything else
     is ``body``, the serializer's text of :meth:`Checkpoint.body()
-    <langgraph_celery.checkpoint.base.Checkpoint.body>` (which also holds the kind).  ``kind`` is
+    <langgraph_celery.checkpoint.base.Checkpoint.body>` (which also holds the kind), or of a
+    delta body (see ``base_id`` below).  ``kind`` is
     nullable: a release older than the column, still running during an upgrade, stores rows
     without it, whose kind the saver reads from their body.
     ``pruned_at`` is set when :meth:`~langgraph_celery.checkpoint.BaseCheckpointSaver.prune`
     removed the checkpoint: its ``body`` is then empty and its row stays, a tombstone that keeps
     its id, run and step taken (every read leaves it out; ``delete_thread`` deletes it).
+    ``base_id``, ``budget`` and ``depth`` place the row in its chain of deltas (see
+    :mod:`langgraph_celery.checkpoint._delta`): a row whose ``base_id`` is set stores a delta
+    of its parent (its body has ``"delta"`` instead of ``"values"``), read from the whole value
+    ``base_id`` names and the deltas after it; ``budget`` is the bytes its chain may still
+    spend on deltas, ``depth`` how many deltas it is after that whole value.  Rows stored
+    before these columns are whole (``budget``, ``depth`` filled in by migration 9).  Index
+    ``<prefix>ckpt_base_ix`` on ``(thread_id, base_id)`` serves reading a chain.
     Three unique rules make concurrent writers safe, each named: ``(thread_id, checkpoint_id)``
     (``<prefix>ckpt_id_uq``), ``(thread_id, run_id, step)`` (``<prefix>ckpt_step_uq``), and one
     checkpoint without a parent per thread (``<prefix>ckpt_root_uq``, a partial unique index);
@@ -179,11 +187,15 @@ def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> Tables:
         Column("body", Text, nullable=False),
         Column("kind", String(16), nullable=True),
         Column("pruned_at", DateTime(timezone=True), nullable=True),
+        Column("base_id", ID, nullable=True),
+        Column("budget", BigInteger, nullable=True),
+        Column("depth", Integer, nullable=True),
         PrimaryKeyConstraint("seq", name=f"{prefix}{CHECKPOINTS_TABLE}_pkey"),
         UniqueConstraint("thread_id", "checkpoint_id", name=names.checkpoint_id),
         UniqueConstraint("thread_id", "run_id", "step", name=names.step),
         Index(f"{prefix}ckpt_thread_seq_ix", "thread_id", "seq"),
         Index(f"{prefix}ckpt_run_ix", "run_id"),
+        Index(f"{prefix}ckpt_base_ix", "thread_id", "base_id"),
     )
     Index(
         names.root,

@@ -20,6 +20,7 @@ from sqlalchemy import (
     delete,
     false,
     insert,
+    null,
     or_,
     select,
 )
@@ -63,6 +64,15 @@ class Statements:
     clear_timer_at: Executable
     due_timers: Select[Any]
     thread_of_run: Select[Any]
+    #: A checkpoint's place in its chain of deltas (``base_id``, ``budget``, ``depth``).
+    chain_of: Select[Any]
+    #: One checkpoint's ``checkpoint_id``, ``parent_id`` and ``body``; and those of a chain:
+    #: the whole value ``base_id`` and the deltas read from it.
+    body_of: Select[Any]
+    bodies_of_chain: Select[Any]
+    #: Store checkpoint ``b_checkpoint_id`` of ``b_thread_id`` whole: ``body``, ``budget``,
+    #: ``depth`` (its ``base_id`` cleared).
+    make_whole: Executable
     #: The thread's checkpoints a refused one may collide with: the same ``checkpoint_id``, the
     #: same ``run_id`` and ``step``, or no parent (see ``checkpoint/_conflicts.py``).
     colliding: Select[Any]
@@ -104,7 +114,10 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
     thread_id = bindparam("thread_id", type_=String)
     checkpoint_id = bindparam("checkpoint_id", type_=String)
     c = checkpoints.c
-    columns = (c.seq, c.checkpoint_id, c.run_id, c.step, c.parent_id, c.created_at, c.body, c.kind)
+    columns = (
+        *(c.seq, c.checkpoint_id, c.run_id, c.step, c.parent_id, c.created_at, c.body, c.kind),
+        *(c.base_id, c.budget, c.depth),
+    )
     of_thread = select(*columns).where(c.thread_id == thread_id, c.pruned_at.is_(None))
     latest = of_thread.order_by(c.seq.desc()).limit(1)
     by_id = of_thread.where(c.checkpoint_id == checkpoint_id)
@@ -168,6 +181,32 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
         .where(t.due_at <= bindparam("now", type_=t.due_at.type))
         .order_by(t.due_at)
         .limit(bindparam("limit", type_=Integer)),
+        chain_of=select(c.base_id, c.budget, c.depth).where(
+            c.thread_id == thread_id, c.checkpoint_id == checkpoint_id, c.pruned_at.is_(None)
+        ),
+        body_of=select(c.checkpoint_id, c.parent_id, c.body).where(
+            c.thread_id == thread_id, c.checkpoint_id == checkpoint_id, c.pruned_at.is_(None)
+        ),
+        bodies_of_chain=select(c.checkpoint_id, c.parent_id, c.body).where(
+            c.thread_id == thread_id,
+            or_(
+                c.checkpoint_id == bindparam("base_id", type_=String),
+                c.base_id == bindparam("base_id", type_=String),
+            ),
+            c.pruned_at.is_(None),
+        ),
+        make_whole=checkpoints.update()
+        .where(
+            c.thread_id == bindparam("b_thread_id", type_=String),
+            c.checkpoint_id == bindparam("b_checkpoint_id", type_=String),
+            c.pruned_at.is_(None),
+        )
+        .values(
+            body=bindparam("body", type_=c.body.type),
+            base_id=null(),
+            budget=bindparam("budget", type_=c.budget.type),
+            depth=bindparam("depth", type_=c.depth.type),
+        ),
         thread_of_run=select(c.thread_id)
         .where(c.run_id == bindparam("run_id", type_=String), c.pruned_at.is_(None))
         .limit(1),
@@ -265,7 +304,7 @@ def _retention_statements(tables: Tables) -> dict[str, Any]:
     )
     completed = r.status == bindparam("completed", type_=r.status.type)
     return {
-        "refs": select(c.checkpoint_id, c.run_id, c.parent_id)
+        "refs": select(c.checkpoint_id, c.run_id, c.parent_id, c.base_id)
         .where(c.thread_id == thread_id, c.pruned_at.is_(None))
         .order_by(c.seq.desc()),
         "prune": checkpoints.update()

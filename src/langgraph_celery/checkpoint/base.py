@@ -141,7 +141,9 @@ class Checkpoint:
     ``tasks`` are what runs next (``next`` is their node ids); ``extra`` is engine bookkeeping
     (join barriers, edges still to evaluate, nodes a resume runs without interrupting);
     ``kind`` says what stored it; ``metadata`` is what users read in its history (``source``,
-    the update).
+    the update).  ``delta``, when the engine knows it, is how ``values`` differ from the
+    parent's (see :mod:`langgraph_celery.checkpoint._delta`): a saver may store that instead of
+    the whole state; ``None`` (always, for a checkpoint read back) means store it whole.
     """
 
     thread_id: str
@@ -156,6 +158,7 @@ class Checkpoint:
     metadata: dict[str, Any] = field(default_factory=dict)
     created_at: datetime = field(default_factory=_utcnow)
     kind: CheckpointKind = CheckpointKind.LOOP
+    delta: dict[str, list[list[Any]]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def next(self) -> tuple[str, ...]:
@@ -184,15 +187,17 @@ class Checkpoint:
         parent_id: str | None,
         created_at: datetime,
         kind: str | None = None,
+        values: dict[str, Any] | None = None,
     ) -> Checkpoint:
         """The checkpoint stored as ``body`` and the indexed columns; ``kind``, when the saver
-        keeps it in a column of its own, is read from there (else from the body)."""
+        keeps it in a column of its own, is read from there (else from the body); ``values``,
+        when the saver reconstructed them (a delta body has none), replace the body's."""
         return cls(
             thread_id=thread_id,
             checkpoint_id=checkpoint_id,
             run_id=run_id,
             step=step,
-            values=dict(body["values"]),
+            values=dict(body["values"]) if values is None else values,
             tasks=tuple(PendingTask.from_data(t) for t in body.get("tasks", ())),
             parent_id=parent_id,
             node=body.get("node"),
@@ -371,6 +376,15 @@ class BaseCheckpointSaver(abc.ABC):
         unfinished = unfinished_runs(self, thread_id, stored, self._recorded_completed(thread_id))
         kept, deleted = plan_prune(stored, keep_last, unfinished)
         if deleted and not dry_run:
+            gone = set(deleted)
+            kept_ids = {k.checkpoint_id for k in kept}
+            rewrite = [
+                ref.checkpoint_id
+                for ref in stored
+                if ref.checkpoint_id in kept_ids and not ref.whole and ref.parent_id in gone
+            ]
+            if rewrite:
+                self.make_whole(thread_id, rewrite)
             self.remove_checkpoints(thread_id, deleted)
         return PruneResult(thread_id, tuple(kept), tuple(deleted), dry_run)
 
@@ -388,6 +402,12 @@ class BaseCheckpointSaver(abc.ABC):
         again.  Returns how many were removed (ids unknown or already removed are skipped).
         Savers implement it to support pruning."""
         raise NotImplementedError(_cannot_prune(self, "remove_checkpoints"))
+
+    def make_whole(self, thread_id: str, checkpoint_ids: Sequence[str]) -> None:
+        """For :meth:`prune`: store the thread's checkpoints ``checkpoint_ids``, stored as deltas
+        of their parents (:attr:`StoredRef.whole` false), whole, so that their parents can be
+        removed.  Savers that report deltas in :meth:`stored_refs` implement it."""
+        raise NotImplementedError(_cannot_prune(self, "make_whole"))
 
     def _recorded_completed(self, thread_id: str) -> frozenset[str]:
         """The thread's runs the saver's run index records as completed (:meth:`prune` does not

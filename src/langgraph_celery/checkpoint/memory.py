@@ -16,6 +16,8 @@ from typing import Any
 
 from langgraph_celery.checkpoint._conflicts import Rule
 from langgraph_celery.checkpoint._conflicts import message as conflict_message
+from langgraph_celery.checkpoint._delta import Chain
+from langgraph_celery.checkpoint._incremental import Incremental
 from langgraph_celery.checkpoint._retention import StoredRef
 from langgraph_celery.checkpoint._schema import as_utc
 from langgraph_celery.checkpoint.base import (
@@ -49,6 +51,8 @@ class _Stored:
     created_at: datetime
     #: ``None`` once pruned: the entry stays, keeping its id and step taken.
     body: str | None
+    #: where it stands in its chain of deltas (``chain.base_id`` ``None``: stored whole)
+    chain: Chain
 
 
 @dataclass(slots=True)
@@ -77,6 +81,7 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
         self._timers: dict[str, Timer] = {}  # thread_id -> its timer
         self._run_records: dict[str, RunRecord] = {}  # run_id -> its record
         self._superseded: set[str] = set()  # run ids completed_runs leaves out
+        self._incremental = Incremental(self.serializer, self.dump_body)
 
     # -- checkpoints -------------------------------------------------------------------------
 
@@ -89,7 +94,9 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
         return self._put(checkpoint, timer, timer_change=True)
 
     def _put(self, checkpoint: Checkpoint, timer: Timer | None, timer_change: bool) -> Checkpoint:
-        body = self.dump_body(checkpoint)
+        encoded = self._incremental.encode(
+            checkpoint, lambda parent_id: self._chain(checkpoint.thread_id, parent_id)
+        )
         created_at = as_utc(checkpoint.created_at)
         stored = _Stored(
             checkpoint_id=checkpoint.checkpoint_id,
@@ -97,7 +104,8 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
             step=checkpoint.step,
             parent_id=checkpoint.parent_id,
             created_at=created_at,
-            body=body,
+            body=encoded.text,
+            chain=encoded.chain,
         )
         step_key = (checkpoint.run_id, checkpoint.step)
         with self._lock:
@@ -125,9 +133,16 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
                 held = self._timers.get(checkpoint.thread_id)
                 if held is not None and held.run_id == checkpoint.run_id:
                     del self._timers[checkpoint.thread_id]
+        self._incremental.stored(checkpoint, encoded)
         if created_at is checkpoint.created_at:
             return checkpoint
         return dataclasses.replace(checkpoint, created_at=created_at)
+
+    def _chain(self, thread_id: str, checkpoint_id: str) -> Chain | None:
+        with self._lock:
+            thread = self._threads.get(thread_id)
+            stored = None if thread is None else thread.checkpoints.get(checkpoint_id)
+        return None if stored is None or stored.body is None else stored.chain
 
     def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
         with self._lock:
@@ -139,13 +154,17 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
                 stored = next((s for s in _newest_first(thread) if s.body is not None), None)
             else:
                 stored = thread.checkpoints.get(checkpoint_id)
-        return None if stored is None or stored.body is None else self._load(thread_id, stored)
+        if stored is None or stored.body is None:
+            return None
+        return self._load(thread_id, stored, thread)
 
     def list(self, thread_id: str) -> Sequence[Checkpoint]:
         with self._lock:
             thread = self._threads.get(thread_id)
             rows = _live(thread)
-        return [self._load(thread_id, stored) for stored in rows]
+        if thread is None:
+            return []
+        return [self._load(thread_id, stored, thread) for stored in rows]
 
     def set_timer(
         self, thread_id: str, run_id: str, graph_id: str, kind: str, due_at: datetime
@@ -182,7 +201,9 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
             self._forget_thread(thread_id, thread)
         if thread is None:
             return []
-        return [self._load(thread_id, stored) for stored in _live(thread)]
+        released = [self._load(thread_id, stored, thread) for stored in _live(thread)]
+        self._incremental.forget(thread_id)  # (what reading them cached)
+        return released
 
     # -- retention ---------------------------------------------------------------------------
 
@@ -196,7 +217,8 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
         return sum(stored.body is not None for stored in thread.checkpoints.values())
 
     def _forget_thread(self, thread_id: str, thread: _Thread | None) -> None:
-        """(Holding the lock) the thread's timer, run records and run lookups."""
+        """(Holding the lock) the thread's timer, run records, run lookups and cached states."""
+        self._incremental.forget(thread_id)
         self._timers.pop(thread_id, None)
         for record in [r for r in self._run_records.values() if r.thread_id == thread_id]:
             del self._run_records[record.run_id]
@@ -209,7 +231,27 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
         with self._lock:
             thread = self._threads.get(thread_id)
             rows = _live(thread)
-        return [StoredRef(s.checkpoint_id, s.run_id, s.parent_id) for s in rows]
+        return [
+            StoredRef(s.checkpoint_id, s.run_id, s.parent_id, whole=s.chain.base_id is None)
+            for s in rows
+        ]
+
+    def make_whole(self, thread_id: str, checkpoint_ids: Sequence[str]) -> None:
+        for checkpoint_id in checkpoint_ids:
+            checkpoint = self.get(thread_id, checkpoint_id)
+            if checkpoint is None:
+                continue
+            text = self.dump_body(checkpoint)
+            with self._lock:
+                thread = self._threads.get(thread_id)
+                stored = None if thread is None else thread.checkpoints.get(checkpoint_id)
+                if thread is None or stored is None or stored.body is None:
+                    continue
+                # (replacing a key's value keeps its place: storage order is unchanged)
+                thread.checkpoints[checkpoint_id] = dataclasses.replace(
+                    stored, body=text, chain=Chain.whole(len(text))
+                )
+            self._incremental.forget(thread_id, [checkpoint_id])
 
     def remove_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> int:
         with self._lock:
@@ -227,6 +269,7 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
                 thread.writes.pop(checkpoint_id, None)
                 runs.add(stored.run_id)
                 removed += 1
+            self._incremental.forget(thread_id, checkpoint_ids)
             live = {s.run_id for s in thread.checkpoints.values() if s.body is not None}
             for run_id in runs - live:  # (thread_of_run finds runs by their checkpoints)
                 if self._runs.get(run_id) == thread_id:
@@ -361,10 +404,27 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _load(self, thread_id: str, stored: _Stored) -> Checkpoint:
+    def _load(self, thread_id: str, stored: _Stored, thread: _Thread) -> Checkpoint:
         assert stored.body is not None  # (pruned entries are never loaded)
+        body = self.serializer.loads(stored.body)
+        entries = thread.checkpoints
+
+        def parent_of(checkpoint_id: str) -> str | None:
+            return entries[checkpoint_id].parent_id
+
+        def body_of(checkpoint_id: str) -> Any:
+            held = entries.get(checkpoint_id)
+            if held is None or held.body is None:
+                raise LookupError(
+                    f"checkpoint {stored.checkpoint_id!r} of thread {thread_id!r} is stored as "
+                    f"a delta of {checkpoint_id!r}, which is gone"
+                )
+            return self.serializer.loads(held.body)
+
+        values = self._incremental.values(thread_id, stored.checkpoint_id, body, parent_of, body_of)
         return Checkpoint.from_body(
-            self.serializer.loads(stored.body),
+            body,
+            values=values,
             thread_id=thread_id,
             checkpoint_id=stored.checkpoint_id,
             run_id=stored.run_id,

@@ -29,10 +29,13 @@ from langgraph_celery.checkpoint._conflicts import (
 )
 from langgraph_celery.checkpoint._conflicts import message as conflict_message
 from langgraph_celery.checkpoint._database import SqlDatabase
+from langgraph_celery.checkpoint._delta import Chain
 from langgraph_celery.checkpoint._engines import (  # (SQLITE_BUSY_TIMEOUT: its old home)
     SQLITE_BUSY_TIMEOUT,  # noqa: F401
 )
+from langgraph_celery.checkpoint._incremental import Encoded, Incremental
 from langgraph_celery.checkpoint._retention import StoredRef
+from langgraph_celery.checkpoint._rows import RowReader
 from langgraph_celery.checkpoint._schema import (
     DEFAULT_TABLE_PREFIX,
     as_utc,
@@ -97,6 +100,8 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
         self._write_key = names.write
         # (the one-first-checkpoint-per-thread index exists only where partial indexes do)
         self._roots_unique = self._dialect in ("postgresql", "sqlite")
+        self._incremental = Incremental(self.serializer, self.dump_body)
+        self._rows = RowReader(self.serializer, self._incremental, self._read, self._sql)
 
     def __repr__(self) -> str:
         url = self._engine.url.render_as_string(hide_password=True)
@@ -105,10 +110,10 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
     # -- checkpoints -------------------------------------------------------------------------
 
     def put(self, checkpoint: Checkpoint) -> Checkpoint:
-        row = self._checkpoint_row(checkpoint)
+        row, encoded = self._checkpoint_row(checkpoint)
         with self._conflicts(checkpoint):
             self._write(self._sql.put, row)
-        return self._stored(checkpoint, row)
+        return self._stored(checkpoint, row, encoded)
 
     def put_with_timer(self, checkpoint: Checkpoint, timer: Timer | None) -> Checkpoint:
         """One statement on PostgreSQL, one transaction on SQLite (see the base class)."""
@@ -117,7 +122,7 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
             check_timer_thread(checkpoint, timer)
         if sql.upsert_timer is None:  # (a dialect without upsert: the calls in turn)
             return super().put_with_timer(checkpoint, timer)
-        row = self._checkpoint_row(checkpoint)
+        row, encoded = self._checkpoint_row(checkpoint)
         columns: dict[str, Any]
         if timer is None:
             combined = sql.put_clearing_timer
@@ -138,22 +143,38 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
                 self._transaction([(sql.put, row), (sql.clear_timer, columns)])
             else:
                 self._transaction([(sql.upsert_timer, columns), (sql.put, row)])
-        return self._stored(checkpoint, row)
+        return self._stored(checkpoint, row, encoded)
 
-    def _checkpoint_row(self, checkpoint: Checkpoint) -> dict[str, Any]:
-        return {
-            "thread_id": checkpoint.thread_id,
+    def _checkpoint_row(self, checkpoint: Checkpoint) -> tuple[dict[str, Any], Encoded]:
+        thread_id = checkpoint.thread_id
+        encoded = self._incremental.encode(
+            checkpoint, lambda parent_id: self._chain(thread_id, parent_id)
+        )
+        row = {
+            "thread_id": thread_id,
             "checkpoint_id": checkpoint.checkpoint_id,
             "run_id": checkpoint.run_id,
             "step": checkpoint.step,
             "parent_id": checkpoint.parent_id,
             "created_at": as_utc(checkpoint.created_at),
-            "body": self.dump_body(checkpoint),
+            "body": encoded.text,
             "kind": checkpoint.kind.value,
+            "base_id": encoded.chain.base_id,
+            "budget": encoded.chain.budget,
+            "depth": encoded.chain.depth,
         }
+        return row, encoded
 
-    @staticmethod
-    def _stored(checkpoint: Checkpoint, row: Mapping[str, Any]) -> Checkpoint:
+    def _chain(self, thread_id: str, checkpoint_id: str) -> Chain | None:
+        """A stored checkpoint's place in its chain (``None``: not stored, or pruned)."""
+        params = {"thread_id": thread_id, "checkpoint_id": checkpoint_id}
+        rows = self._read(self._sql.chain_of, params)
+        return _chain_of(rows[0]) if rows else None
+
+    def _stored(
+        self, checkpoint: Checkpoint, row: Mapping[str, Any], encoded: Encoded
+    ) -> Checkpoint:
+        self._incremental.stored(checkpoint, encoded)
         created_at = row["created_at"]
         if created_at is checkpoint.created_at:
             return checkpoint
@@ -198,7 +219,7 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
 
     def list(self, thread_id: str) -> Sequence[Checkpoint]:
         rows = self._read(self._sql.history, {"thread_id": thread_id})
-        return [self._load(thread_id, row) for row in rows]
+        return self._load_all(thread_id, rows)
 
     def set_timer(
         self, thread_id: str, run_id: str, graph_id: str, kind: str, due_at: datetime
@@ -253,7 +274,9 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
             conn.execute(delete(timers).where(timers.c.thread_id == thread_id))
             conn.execute(delete(runs).where(runs.c.thread_id == thread_id))
         rows = sorted(rows, key=lambda row: row.seq, reverse=True)
-        return [self._load(thread_id, row) for row in rows if row.pruned_at is None]
+        released = self._load_all(thread_id, [row for row in rows if row.pruned_at is None])
+        self._incremental.forget(thread_id)  # (what reading them cached)
+        return released
 
     # -- retention ---------------------------------------------------------------------------
 
@@ -262,11 +285,34 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
         params = {"thread_id": thread_id}
         with self._begin() as conn:
             counts = [conn.execute(sql, params).rowcount for sql in self._sql.delete_thread]
+        self._incremental.forget(thread_id)
         return int(counts[1])
 
     def stored_refs(self, thread_id: str) -> Sequence[StoredRef]:
         rows = self._read(self._sql.refs, {"thread_id": thread_id})
-        return [StoredRef(row.checkpoint_id, row.run_id, row.parent_id) for row in rows]
+        return [
+            StoredRef(row.checkpoint_id, row.run_id, row.parent_id, whole=row.base_id is None)
+            for row in rows
+        ]
+
+    def make_whole(self, thread_id: str, checkpoint_ids: Sequence[str]) -> None:
+        """One statement a checkpoint; the deltas after it still name their old base (a read
+        finds the rest of their chain one row at a time)."""
+        for checkpoint_id in checkpoint_ids:
+            checkpoint = self.get(thread_id, checkpoint_id)
+            if checkpoint is None:
+                continue
+            text = self.dump_body(checkpoint)
+            chain = Chain.whole(len(text))
+            params = {
+                "b_thread_id": thread_id,
+                "b_checkpoint_id": checkpoint_id,
+                "body": text,
+                "budget": chain.budget,
+                "depth": chain.depth,
+            }
+            self._write(self._sql.make_whole, params)
+            self._incremental.forget(thread_id, [checkpoint_id])
 
     def remove_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> int:
         """One transaction, a batch of ids per statement."""
@@ -278,6 +324,7 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
                 pruned = {"b_thread_id": thread_id, "ids": batch, "now": now}
                 removed += conn.execute(sql.prune, pruned).rowcount
                 conn.execute(sql.prune_writes, {"thread_id": thread_id, "ids": batch})
+        self._incremental.forget(thread_id, ids)
         return removed
 
     def _recorded_completed(self, thread_id: str) -> frozenset[str]:
@@ -457,19 +504,22 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
 
     def _checkpoint_columns(self) -> tuple[Any, ...]:
         c = self._tables.checkpoints.c
-        return (c.seq, c.checkpoint_id, c.run_id, c.step, c.parent_id, c.created_at, c.body, c.kind)
+        return (
+            *(c.seq, c.checkpoint_id, c.run_id, c.step, c.parent_id, c.created_at, c.body, c.kind),
+            *(c.base_id, c.budget, c.depth),
+        )
+
+    def _load_all(self, thread_id: str, rows: Sequence[Any]) -> Sequence[Checkpoint]:
+        return self._rows.load_all(thread_id, rows)
 
     def _load(self, thread_id: str, row: Any) -> Checkpoint:
-        return Checkpoint.from_body(
-            self.serializer.loads(row.body),
-            thread_id=thread_id,
-            checkpoint_id=row.checkpoint_id,
-            run_id=row.run_id,
-            step=row.step,
-            parent_id=row.parent_id,
-            created_at=as_utc(row.created_at),
-            kind=row.kind,
-        )
+        return self._rows.load(thread_id, row)
+
+
+def _chain_of(row: Any) -> Chain | None:
+    if row.budget is None:  # (a row a release before migration 9 stored during an upgrade)
+        return None
+    return Chain(row.base_id, int(row.budget), int(row.depth or 0))
 
 
 def _run_record(row: Any) -> RunRecord:

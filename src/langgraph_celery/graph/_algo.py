@@ -15,7 +15,7 @@ from typing import Any
 from langgraph_celery.checkpoint.base import PendingTask
 from langgraph_celery.errors import GraphStateError, InvalidUpdateError
 from langgraph_celery.graph.builder import GraphSpec
-from langgraph_celery.graph.state import apply_update
+from langgraph_celery.graph.state import Ops, apply_update
 from langgraph_celery.graph.types import END, Command, Send
 
 __all__ = [
@@ -147,8 +147,10 @@ def merge_writes(
     spec: GraphSpec,
     values: Mapping[str, Any],
     writes: Sequence[tuple[str, Mapping[str, Any] | None]],
+    ops: Ops | None = None,
 ) -> dict[str, Any]:
-    """Merge the updates of one step, in the given (node-added) order, into a new state.
+    """Merge the updates of one step, in the given (node-added) order, into a new state (and,
+    with ``ops``, record there how each key changed).
 
     Two writes of one step to the same key without a reducer are an :class:`InvalidUpdateError`.
     """
@@ -171,7 +173,7 @@ def merge_writes(
                 writers[key] = node
     for node, update in writes:
         if update:
-            apply_update(spec.schema, merged, update, f"node {node!r}'s update")
+            apply_update(spec.schema, merged, update, f"node {node!r}'s update", ops)
     return merged
 
 

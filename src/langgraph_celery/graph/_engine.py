@@ -28,7 +28,7 @@ from langgraph_celery.graph._loop import Action, Decision, Extra, Parking
 from langgraph_celery.graph._runner import TaskRunner, _resolve
 from langgraph_celery.graph.builder import GraphSpec
 from langgraph_celery.graph.config import CompileConfig, RunnableConfig
-from langgraph_celery.graph.state import AgentState, apply_update, initial_values
+from langgraph_celery.graph.state import AgentState, Ops, apply_update, initial_values
 from langgraph_celery.graph.types import (
     END,
     START,
@@ -238,9 +238,11 @@ class Engine:
         barriers: Mapping[str, Sequence[str]],
         config: RunnableConfig,
         gotos: Mapping[str, Sequence[Any]] | None = None,
+        ops: Ops | None = None,
     ) -> tuple[list[PendingTask], dict[str, list[str]], dict[str, Any]]:
         """Evaluate the edges leaving ``sources``: next tasks, barriers, state with Command
-        updates merged; ``gotos``: where command nodes among them go (``_algo.command_gotos``)."""
+        updates merged (recorded in ``ops`` if given); ``gotos``: where command nodes among
+        them go (``_algo.command_gotos``)."""
         decisions = await self._routes(sources, values, config)
         decisions.update(_algo.command_routes(gotos or {}))
         tasks, new_barriers = _algo.plan_next(self.spec, sources, decisions, barriers)
@@ -249,7 +251,11 @@ class Engine:
             if decision is not None and decision.update:
                 values = dict(values)
                 apply_update(
-                    self.spec.schema, values, decision.update, f"the Command of {source!r}'s edge"
+                    self.spec.schema,
+                    values,
+                    decision.update,
+                    f"the Command of {source!r}'s edge",
+                    ops,
                 )
         return tasks, new_barriers, values
 
@@ -304,11 +310,12 @@ class Engine:
             )
             return forked, None
         values = dict(base.values) if base is not None else initial_values(self.spec.schema)
+        ops: Ops = {}
         if graph_input.value:
-            apply_update(self.spec.schema, values, graph_input.value, "the input")
+            apply_update(self.spec.schema, values, graph_input.value, "the input", ops)
         run_id = run_id or new_id()
         run_config = config._for_runtime(graph_id=self.graph_id, run_id=run_id)
-        tasks, barriers, values = await self.route_from([START], values, {}, run_config)
+        tasks, barriers, values = await self.route_from([START], values, {}, run_config, ops=ops)
         checkpoint = await self.save(
             Checkpoint(
                 thread_id=thread_id or "",
@@ -322,6 +329,7 @@ class Engine:
                 extra={Extra.BARRIERS: barriers, **added} if barriers else added,
                 metadata={"source": "input", "update": graph_input.value or {}},
                 kind=CheckpointKind.INPUT,
+                delta=ops if base is not None else None,
             ),
             store,
         )
@@ -388,8 +396,9 @@ class Engine:
         the same run if ``base`` is the thread's latest, else a new run (``run_id`` if given)."""
         assert self.saver is not None
         values = dict(base.values)
+        ops: Ops = {}
         if update:
-            apply_update(self.spec.schema, values, update, "the resume's update")
+            apply_update(self.spec.schema, values, update, "the resume's update", ops)
         latest = None
         if config.checkpoint_id is not None:
             latest = await self.io(self.saver.get, base.thread_id)
@@ -408,6 +417,7 @@ class Engine:
             extra=extra,
             metadata={"source": source, "update": dict(update or {})},
             kind=CheckpointKind(source),
+            delta=ops,
             store=store,
         )
         if base_writes is None:
@@ -496,8 +506,9 @@ class Engine:
         """Merge a completed step's writes (by task id), route, save the next checkpoint
         (with ``store`` if given)."""
         tasks = checkpoint.tasks
+        ops: Ops = {}
         merged = _algo.merge_writes(
-            self.spec, checkpoint.values, [(task.node, writes.get(task.id)) for task in tasks]
+            self.spec, checkpoint.values, [(task.node, writes.get(task.id)) for task in tasks], ops
         )
         executed = _algo.executed_nodes(tasks)
         gotos = _algo.command_gotos([(task.node, writes.get(task.id)) for task in tasks])
@@ -510,7 +521,7 @@ class Engine:
                 extra[Extra.GOTOS] = gotos
         else:
             next_tasks, barriers, merged = await self.route_from(
-                executed, merged, barriers, config, gotos
+                executed, merged, barriers, config, gotos, ops
             )
             completion_pending = stop_after is not None and not next_tasks
             extra = {Extra.COMPLETION_PENDING: True} if completion_pending else {}
@@ -525,6 +536,7 @@ class Engine:
             extra=extra,
             metadata={"source": "loop", "writes": {t.id: writes.get(t.id) for t in tasks}},
             kind=CheckpointKind.LOOP,
+            delta=ops,
             store=store,
         )
         state = self.state(merged)
@@ -541,8 +553,9 @@ class Engine:
         sources = list(checkpoint.extra.get(Extra.EDGES_PENDING, ()))
         barriers = checkpoint.extra.get(Extra.BARRIERS, {})
         gotos = checkpoint.extra.get(Extra.GOTOS, {})
+        ops: Ops = {}
         tasks, barriers, values = await self.route_from(
-            sources, dict(checkpoint.values), barriers, config, gotos
+            sources, dict(checkpoint.values), barriers, config, gotos, ops
         )
         extra = _loop.next_extra(checkpoint, stepped=False)
         if barriers:
@@ -555,6 +568,7 @@ class Engine:
             extra=extra,
             metadata={"source": "edges"},
             kind=CheckpointKind.EDGES,
+            delta=ops,
             store=store,
         )
 
@@ -574,14 +588,15 @@ class Engine:
         thread_id = self.require_thread(config)
         self.check_owner(latest or base)
         merged = dict(base.values) if base is not None else initial_values(self.spec.schema)
-        apply_update(self.spec.schema, merged, values or {}, "update_state's values")
+        ops: Ops = {}
+        apply_update(self.spec.schema, merged, values or {}, "update_state's values", ops)
         tasks = base.tasks if base is not None else ()
         extra = {k: v for k, v in (base.extra if base else {}).items() if k != Extra.RESUMED}
         if as_node is not None:
             routed = config._for_runtime(graph_id=self.graph_id)
             barriers = extra.get(Extra.BARRIERS, {})
             next_tasks, barriers, merged = await self.route_from(
-                [as_node], merged, barriers, routed
+                [as_node], merged, barriers, routed, ops=ops
             )
             tasks = tuple(next_tasks)
             extra = {Extra.BARRIERS: barriers} if barriers else {}
@@ -599,6 +614,7 @@ class Engine:
                 extra=extra,
                 metadata={"source": "update", "update": dict(values or {}), "as_node": as_node},
                 kind=CheckpointKind.UPDATE,
+                delta=ops if base is not None else None,
             ),
             store,
         )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import copy
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -18,6 +17,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from functools import partial
 from typing import Any
 
+from langgraph_celery._clone import clone_value
 from langgraph_celery.checkpoint.base import BaseCheckpointSaver, PendingTask
 from langgraph_celery.errors import InvalidUpdateError
 from langgraph_celery.graph._algo import GOTO, check_update, command_write
@@ -26,7 +26,7 @@ from langgraph_celery.graph._streaming import resolve, streaming_key
 from langgraph_celery.graph._sync import SHARED_POOL
 from langgraph_celery.graph.builder import GraphSpec, Hook
 from langgraph_celery.graph.config import RunnableConfig
-from langgraph_celery.graph.state import AgentState, apply_update, compose_updates
+from langgraph_celery.graph.state import AgentState, CopyOnRead, apply_update, compose_updates
 from langgraph_celery.graph.types import Command
 
 __all__ = ["ASYNC_VARIANT", "TaskRunner", "clone_value"]
@@ -35,26 +35,8 @@ __all__ = ["ASYNC_VARIANT", "TaskRunner", "clone_value"]
 #: action it wraps is async (RetryPolicy's hook does, so it sleeps without blocking the loop).
 ASYNC_VARIANT = "__lgc_async_variant__"
 
-_ATOMIC = frozenset({str, int, float, bool, type(None), bytes, complex})
-
 SyncAction = Callable[[Any, RunnableConfig], Any]
 AsyncAction = Callable[[Any, RunnableConfig], Awaitable[Any]]
-
-
-def clone_value(value: Any) -> Any:
-    """A deep copy, fast for the JSON-like values state is usually made of."""
-    kind = type(value)
-    if kind in _ATOMIC:
-        return value
-    if kind is dict:
-        return {key: clone_value(item) for key, item in value.items()}
-    if kind is list:
-        return [clone_value(item) for item in value]
-    if kind is tuple:
-        return tuple(clone_value(item) for item in value)
-    if kind is set:
-        return {clone_value(item) for item in value}
-    return copy.deepcopy(value)
 
 
 async def _resolve(value: Any) -> Any:
@@ -212,9 +194,10 @@ class TaskRunner:
         ]
 
     def make_state(self, data: Any, clone: bool) -> Any:
+        """What a node gets: with ``clone``, a copy of ``data`` (a state: made as it reads)."""
         if not isinstance(data, Mapping):
             return clone_value(data) if clone else data
-        return self.spec.state_factory(clone_value(data) if clone else data)
+        return self.spec.state_factory(CopyOnRead(data) if clone else data)
 
     async def _before(
         self, chain: _Chain, node: str, state: Any, config: RunnableConfig
@@ -228,7 +211,8 @@ class TaskRunner:
             if update is None:
                 continue
             combined = update if combined is None else compose_updates(schema, combined, update)
-            data = dict(state.data if isinstance(state, AgentState) else state)
+            held = state._data if isinstance(state, AgentState) else state
+            data = held.copy() if type(held) is CopyOnRead else dict(held)
             apply_update(schema, data, clone_value(update) if config.clone_state else update)
             state = self.spec.state_factory(data)
         return state, combined

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
+from langgraph_celery._clone import clone_value
 from langgraph_celery.errors import GraphError, InvalidUpdateError
 from langgraph_celery.serde import _register_builtin, _register_builtin_constant
 
@@ -167,6 +168,59 @@ class Channels:
         return _AppenderChannel(default)
 
 
+class CopyOnRead(dict[str, Any]):
+    """A node's copy of the run's state, made key by key: a value is deep-copied the first time
+    it is read (then that copy is kept and read again), so a node that reads one key of a big
+    state copies that key only, and changing what it read never changes the run's state.
+    Values written into it are its own.  Iterating keys copies nothing; ``items()``,
+    ``values()``, ``dict(...)`` copy every value they reach."""
+
+    __slots__ = ("_own",)
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        super().__init__(data)
+        self._own: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        value = dict.__getitem__(self, key)
+        if key not in self._own:
+            value = clone_value(value)
+            dict.__setitem__(self, key, value)
+            self._own.add(key)
+        return value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        dict.__setitem__(self, key, value)
+        self._own.add(key)
+
+    def __iter__(self) -> Iterator[str]:  # (also keeps dict(...) from reading values raw)
+        return iter(list(dict.keys(self)))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default  # noqa: SIM401 (self.get is this)
+
+    def items(self) -> Any:
+        return [(key, self[key]) for key in list(dict.keys(self))]
+
+    def values(self) -> Any:
+        return [self[key] for key in list(dict.keys(self))]
+
+    def pop(self, key: str, *default: Any) -> Any:
+        if key in self:
+            value = self[key]
+            dict.pop(self, key)
+            return value
+        return dict.pop(self, key, *default)
+
+    def copy(self) -> CopyOnRead:
+        """Another copy of the same state: what this one copied already is copied again."""
+        fresh = CopyOnRead(dict(dict.items(self)))
+        for key in self._own:
+            dict.__setitem__(fresh, key, clone_value(dict.__getitem__(self, key)))
+        fresh._own = set(self._own)
+        return fresh
+
+
 class AgentState(Mapping[str, Any]):
     """The state a node sees: a read-only mapping with ``value(key, default)``.
 
@@ -176,7 +230,11 @@ class AgentState(Mapping[str, Any]):
     __slots__ = ("_data",)
 
     def __init__(self, data: Mapping[str, Any] | None = None) -> None:
-        self._data: dict[str, Any] = dict(data) if data is not None else {}
+        self._data: dict[str, Any]
+        if type(data) is CopyOnRead:  # (a node's copy, made as it reads)
+            self._data = data
+        else:
+            self._data = dict(data) if data is not None else {}
 
     @property
     def data(self) -> Mapping[str, Any]:
@@ -204,35 +262,74 @@ def initial_values(schema: Mapping[str, Channel]) -> dict[str, Any]:
     return {key: channel.default() for key, channel in schema.items() if channel.has_default}
 
 
+#: How a step changed each key it touched, for the saver (see ``checkpoint/_delta.py``).
+Ops = dict[str, list[list[Any]]]
+
+
 def apply_update(
     schema: Mapping[str, Channel],
     values: dict[str, Any],
     update: Mapping[str, Any],
     what: str = "the update",
+    ops: Ops | None = None,
 ) -> None:
     """Merge one update into ``values`` in place, through the schema's reducers.  A reducer that
-    raises is an :class:`InvalidUpdateError` naming the key and ``what`` it refused."""
+    raises is an :class:`InvalidUpdateError` naming the key and ``what`` it refused.  With
+    ``ops``, how each key changed is recorded there (the ops a checkpoint's ``delta`` holds)."""
     for key, new in update.items():
         if isinstance(new, InTurn):
             for value in new.values:
-                apply_update(schema, values, {key: value}, what)
+                apply_update(schema, values, {key: value}, what, ops)
             continue
         if new is MARK_FOR_REMOVAL:
             values.pop(key, None)
+            if ops is not None:
+                ops[key] = [["del"]]
             continue
         channel = schema.get(key)
         if channel is None or channel.reducer is None:
             values[key] = new
+            if ops is not None:
+                ops[key] = [["set", new]]
+            continue
+        present = key in values
+        old = values[key] if present else channel.default()
+        try:
+            result = channel.reducer(old, new)
+        except GraphError:
+            raise
+        except Exception as error:
+            raise InvalidUpdateError(
+                f"the reducer of key {key!r} refused {what}: {type(error).__name__}: {error}"
+            ) from error
+        values[key] = result
+        if ops is not None:
+            edits = None
+            if isinstance(channel, _AppenderChannel) and present and type(old) is list:
+                edits = _appender_ops(new)
+            if edits is None:
+                ops[key] = [["set", result]]
+            else:
+                ops.setdefault(key, []).extend(edits)
+
+
+def _appender_ops(new: Any) -> list[list[Any]] | None:
+    """What an appender update does to the list, as delta ops (``None``: it replaces it)."""
+    if isinstance(new, ReplaceAllWith):
+        return None
+    items = new if isinstance(new, list) else [new]
+    removed: list[list[Any]] = []
+    appended: list[Any] = []
+    for item in items:
+        if isinstance(item, ReplaceAllWith):
+            return None
+        if isinstance(item, RemoveByHash):
+            removed.append(["rm", item.value])
         else:
-            old = values[key] if key in values else channel.default()
-            try:
-                values[key] = channel.reducer(old, new)
-            except GraphError:
-                raise
-            except Exception as error:
-                raise InvalidUpdateError(
-                    f"the reducer of key {key!r} refused {what}: {type(error).__name__}: {error}"
-                ) from error
+            appended.append(item)
+    if appended:
+        removed.append(["add", appended])
+    return removed
 
 
 def _has_edits(value: Any) -> bool:

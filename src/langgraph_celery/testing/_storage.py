@@ -19,6 +19,7 @@ from langgraph_celery.checkpoint import (
     WriteKind,
 )
 from langgraph_celery.errors import SerializationError
+from langgraph_celery.testing._delta import DeltaConformance
 from langgraph_celery.testing._retention import PruneConformance
 from langgraph_celery.testing._support import THREAD, make_checkpoint, race
 
@@ -36,10 +37,11 @@ class _Opaque:
     """A value no serializer allows."""
 
 
-class SaverConformance(PruneConformance):
+class SaverConformance(PruneConformance, DeltaConformance):
     """What every :class:`~langgraph_celery.checkpoint.BaseCheckpointSaver` must do: storing,
     reading and listing checkpoints, pending writes, uniqueness under concurrent writers,
-    release, serialization failures; and retention (``delete_thread``, ``prune``: see
+    release, serialization failures; checkpoints given with a delta (``testing/_delta.py``);
+    and retention (``delete_thread``, ``prune``: see
     ``testing/_retention.py``).  Subclass it in a test module and override
     :meth:`saver_factory` (see :mod:`langgraph_celery.testing`)."""
 
