@@ -29,6 +29,7 @@ from langgraph_celery.graph._sync import SHARED_POOL
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import END, START, GraphInput, NodeOutput
 from langgraph_celery.worker import names
+from langgraph_celery.worker.carry import check_backend
 from langgraph_celery.worker.notify import Subscription
 from langgraph_celery.worker.runtime import jsonable_config
 from langgraph_celery.worker.streaming import decode
@@ -148,6 +149,8 @@ class CelerySource:
         before its first tasks are sent, so that none of what they stream is missed."""
         runtime = self.runtime
         thread_id = runtime.engine.require_thread(config)
+        if config.durability == "exit":  # (its steps are carried in the result backend)
+            check_backend(runtime.executor.app)
         if graph_input.value:  # a value that cannot be stored fails before the claim
             runtime.saver.serializer.dumps(dict(graph_input.value))
         view, claim = self._claim_thread(thread_id)

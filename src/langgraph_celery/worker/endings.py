@@ -28,7 +28,7 @@ log = logging.getLogger("langgraph_celery.worker")
 def cancel_revoked(runtime: GraphRuntime, envelope: TaskEnvelope) -> None:
     """The node of ``envelope``'s task was revoked: cancel the run at that step (unless
     the step was done or the run stopped meanwhile); it stays resumable."""
-    view = runtime.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
+    view = runtime.stored_view(envelope)
     checkpoint = view.checkpoint
     if checkpoint is None:
         return
@@ -49,7 +49,7 @@ def cancel_revoked(runtime: GraphRuntime, envelope: TaskEnvelope) -> None:
 def fail_past_hard_limit(runtime: GraphRuntime, envelope: TaskEnvelope) -> None:
     """The node of ``envelope``'s task ran past its hard time limit and its process was
     killed: the run fails (unless the step was done or stopped meanwhile)."""
-    view = runtime.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
+    view = runtime.stored_view(envelope)
     checkpoint = view.checkpoint
     node = envelope.node or "?"
     if checkpoint is None or node not in checkpoint.next:
