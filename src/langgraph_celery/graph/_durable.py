@@ -42,28 +42,24 @@ class Keeper:
         #: (async) the store in flight: it waits for the one before
         self.background: asyncio.Future[None] | None = None
 
-    def hold(self, checkpoint: Checkpoint) -> Checkpoint:
+    async def hold(self, checkpoint: Checkpoint) -> Checkpoint:
         """Take ``checkpoint`` (the engine's next): keep it (exit), or start storing it
-        (async).  A background store that failed is raised here, at the next step."""
-        self.check()
+        (async) once the store before it is done (one store in flight at a time, in order: a
+        child is never stored before its parent).  A background store that failed is raised
+        here, at the next step."""
         if self.durability == "exit":
             self.held = checkpoint
             return checkpoint
-        self.background = asyncio.ensure_future(self._put(self.background, checkpoint))
+        background, self.background = self.background, None
+        if background is not None:
+            await background
+        self.background = asyncio.ensure_future(self._put(checkpoint))
         return checkpoint
 
-    async def _put(self, before: asyncio.Future[None] | None, checkpoint: Checkpoint) -> None:
-        if before is not None:
-            await before  # (in order: a child is never stored before its parent)
+    async def _put(self, checkpoint: Checkpoint) -> None:
         saver = self.engine.saver
         assert saver is not None
         self.stored = await _sync.in_thread(saver.put, checkpoint)
-
-    def check(self) -> None:
-        """Raise the error of a background store that failed."""
-        background = self.background
-        if background is not None and background.done() and background.exception() is not None:
-            background.result()
 
     async def flush(self) -> Checkpoint:
         """Store what is held or in flight; the run's last stored checkpoint."""

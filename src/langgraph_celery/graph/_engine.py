@@ -112,7 +112,7 @@ class Engine:
             extra = {**checkpoint.extra, Extra.GRAPH_ID: self.owner}
             checkpoint = dataclasses.replace(checkpoint, extra=extra)
         if isinstance(store, Keeper):
-            return store.hold(checkpoint)
+            return await store.hold(checkpoint)
         if store is not None:
             return await self.io(store, checkpoint)
         return await self.io(self.saver.put, checkpoint) if self.saver is not None else checkpoint
