@@ -11,7 +11,14 @@ import pytest
 from lgc_graphs import SCENARIOS
 
 from celery_support import CeleryStack, wait_until
-from langgraph_celery import START, CompileConfig, CompiledGraph, GraphError, RunnableConfig
+from langgraph_celery import (
+    START,
+    CompileConfig,
+    CompiledGraph,
+    GraphError,
+    GraphInput,
+    RunnableConfig,
+)
 from langgraph_celery.checkpoint import MemorySaver, RunStatus
 from langgraph_celery.worker.names import celery_task_id
 
@@ -157,3 +164,28 @@ def test_exit_duplicated_messages_apply_nothing_twice(
     celery_stack.wait_until_quiet()  # and whatever the duplicates sent has run
     assert graph.get_state(config).state.data == state.data
     assert [s.config.checkpoint_id for s in graph.get_state_history(config)] == history
+
+
+def test_exit_a_cancelled_run_stops_at_its_next_step_stored_and_resumable(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    graph = celery_stack.graph("slow")
+    config = RunnableConfig(thread_id=thread, durability="exit")
+    redis_client.set(f"hold:{thread}:b", 1)  # b waits until the run is cancelled
+    handle = graph.start({"thread": thread}, config)
+    wait_until(lambda: redis_client.get(f"started:{thread}:b"), 10, 0.01, "node b to start")
+    assert handle.cancel() is True
+    redis_client.delete(f"hold:{thread}:b")
+    celery_stack.wait_until_quiet()
+
+    assert redis_client.get(f"started:{thread}:c") is None  # stopped before c
+    assert handle.status() == "cancelled"
+    snapshot = graph.get_state(config)
+    assert snapshot.next == ("c",)  # b's step, carried, was stored where the run stopped
+    assert snapshot.state.data["log"] == ["a", "b"]
+    record = celery_stack.saver.get_run(handle.run_id)
+    assert record is not None and record.status is RunStatus.CANCELLED
+
+    result = graph.invoke(GraphInput.resume(), config)
+    assert result.data["log"] == ["a", "b", "c"]
+    assert int(redis_client.get(f"calls:{thread}:b")) == 1

@@ -14,8 +14,11 @@ twice, or a step re-dispatched by the reaper from the last stored checkpoint, co
 ids again, so two copies of a run converge on the same checkpoints and the store keeps one of
 each (the second ``put`` is a :class:`~langgraph_celery.errors.CheckpointConflictError`).
 
-Only the latest carried checkpoint of a run is kept: the one before it is removed once the next
-step's task is sent, so a run holds one state in the result backend at a time.
+Only the latest carried checkpoint of a run is kept: the one before it is removed as the next one
+is put, so a run holds one state in the result backend at a time.  A client that cancels such a
+run marks its last stored checkpoint, as always, and leaves a sign in the backend
+(``lgc:cancelled:<run_id>``) that the next carried step reads with its checkpoint, in the same
+round trip: that step stores its checkpoint and stops there.  Keys: ``worker/names.py``.
 """
 
 from __future__ import annotations
@@ -28,12 +31,14 @@ from typing import Any
 from langgraph_celery.checkpoint.base import Checkpoint
 from langgraph_celery.errors import GraphStateError
 from langgraph_celery.serde import JsonSerializer
+from langgraph_celery.worker import names
 
 __all__ = ["HEADER", "Carried", "Carrier", "carried_id", "check_backend"]
 
 #: The message header of a node task whose step's checkpoint is carried (not in the store).
-HEADER = "lgc_carried"
-_KEY = "lgc:carried:"
+HEADER = names.CARRIED_HEADER
+_KEY = names.CARRIED_KEY
+_CANCEL = names.CANCELLED_KEY
 
 
 def carried_id(parent_id: str) -> str:
@@ -65,18 +70,20 @@ def check_backend(app: Any) -> None:
 
 
 def _key_value(backend: Any) -> bool:
-    return all(callable(getattr(backend, name, None)) for name in ("get", "set", "delete"))
+    return all(callable(getattr(backend, name, None)) for name in ("get", "mget", "set", "delete"))
 
 
 class Carrier:
-    """Puts, reads and removes carried checkpoints in ``app``'s result backend."""
+    """Puts, reads and removes carried checkpoints in ``app``'s result backend, and the cancel
+    signs clients leave there for them (a carried step checks both in one round trip)."""
 
     def __init__(self, app: Any, serializer: JsonSerializer) -> None:
         self.app = app
         self.serializer = serializer
 
-    def put(self, carried: Carried) -> int:
-        """Store ``carried``; the size of what was stored (bytes)."""
+    def put(self, carried: Carried, forget: str | None = None) -> int:
+        """Store ``carried`` (and remove the carried checkpoint ``forget``, the step it was
+        computed from); the size of what was stored (bytes)."""
         checkpoint = carried.checkpoint
         data = self.serializer.dumps(
             {
@@ -91,14 +98,20 @@ class Carrier:
                 "watched_at": carried.watched_at,
             }
         )
-        self.app.backend.set(_KEY + checkpoint.checkpoint_id, data)
+        self._set(_KEY + checkpoint.checkpoint_id, data, forget)
         return len(data)
 
-    def get(self, checkpoint_id: str) -> Carried | None:
-        raw = self.app.backend.get(_KEY + checkpoint_id)
+    def get(self, checkpoint_id: str, run_id: str) -> tuple[Carried | None, bool]:
+        """The carried checkpoint ``checkpoint_id`` of run ``run_id`` (``None`` if there is
+        none), and whether the run was cancelled at its last stored checkpoint (a client's
+        :meth:`cancel`): one round trip."""
+        raw, cancelled_at = self.app.backend.mget([_KEY + checkpoint_id, _CANCEL + run_id])
         if raw is None:
-            return None
+            return None, False
         data = self.serializer.loads(raw.decode() if isinstance(raw, bytes) else raw)
+        stored_id = data["stored_id"]
+        if isinstance(cancelled_at, bytes):
+            cancelled_at = cancelled_at.decode()
         checkpoint = Checkpoint.from_body(
             data["body"],
             thread_id=data["thread_id"],
@@ -108,7 +121,30 @@ class Carrier:
             parent_id=data["parent_id"],
             created_at=data["created_at"],
         )
-        return Carried(checkpoint, data["stored_id"], data["watched_at"])
+        return Carried(checkpoint, stored_id, data["watched_at"]), cancelled_at == stored_id
 
     def forget(self, checkpoint_id: str) -> None:
         self.app.backend.delete(_KEY + checkpoint_id)
+
+    def cancel(self, checkpoint: Checkpoint) -> None:
+        """Tell the carried steps of ``checkpoint``'s run that it was cancelled there, at its
+        last stored checkpoint (a client's cancel also marks it in the store; a resume stores
+        another checkpoint, so the sign no longer applies to the run's later steps)."""
+        self._set(_CANCEL + checkpoint.run_id, checkpoint.checkpoint_id)
+
+    def _set(self, key: str, value: str, forget: str | None = None) -> None:
+        """Set ``key`` (expiring as the backend's results do) and remove the carried checkpoint
+        ``forget``: on Redis in one round trip, without the publication Celery's ``set`` adds."""
+        backend = self.app.backend
+        client: Any = getattr(backend, "client", None)
+        if not callable(getattr(client, "pipeline", None)):
+            backend.set(key, value)
+            if forget is not None:
+                self.forget(forget)
+            return
+        expires = int(getattr(backend, "expires", 0) or 0)
+        with client.pipeline() as pipe:
+            pipe.set(key, value, ex=expires if expires > 0 else None)
+            if forget is not None:
+                pipe.delete(_KEY + forget)
+            pipe.execute()

@@ -671,6 +671,9 @@ class CelerySource:
                 return False
             _store(runtime.mark, newest, Mark.CANCEL, END, {})
             marked = newest
+        if runtime.config_of(marked).durability == "exit":
+            # its steps since are carried, not stored: they read the cancel in the backend
+            runtime.carrier.cancel(marked)
         _store(runtime.saver.clear_timer, marked.thread_id, marked.run_id)
         took_effect = cancelled and read_status(runtime, marked).status is RunStatus.CANCELLED
         if took_effect:

@@ -281,7 +281,7 @@ class GraphRuntime:
         that ends from outside its nodes -- revoked, killed -- ends where it was)."""
         view = self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
         if view.checkpoint is None:
-            carried = self.carrier.get(envelope.checkpoint_id)
+            carried, _ = self.carrier.get(envelope.checkpoint_id, envelope.run_id)
             if carried is not None and self.materialize(carried) is not None:
                 view = self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
         return view
@@ -293,10 +293,9 @@ class GraphRuntime:
         (with no writes: its step has one task), or, stored first, the stored one when the run
         was cancelled meanwhile or the message comes again (its worker died): from there the
         step goes as in "sync".  The store's view when nothing is carried (stored already)."""
-        carried = self.carrier.get(envelope.checkpoint_id)
+        carried, cancelled = self.carrier.get(envelope.checkpoint_id, envelope.run_id)
         if carried is not None:
-            marks = StepMarks.of((), self.saver.get_writes(envelope.thread_id, carried.stored_id))
-            if not redelivered and not marks.parent_cancelled:
+            if not redelivered and not cancelled:
                 return CheckpointView(carried.checkpoint), carried
             self.materialize(carried)
         return self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id), None
@@ -527,10 +526,12 @@ class GraphRuntime:
             config.durability, decision, fan_out=False
         ):
             watched_at = self.watched(at, carried.watched_at)
-            self.carrier.put(Carried(at, carried.stored_id, watched_at))
+            # (one carried state per run: the step's own goes as the next one is put)
+            forget = (
+                checkpoint.checkpoint_id if checkpoint.checkpoint_id != carried.stored_id else None
+            )
+            self.carrier.put(Carried(at, carried.stored_id, watched_at), forget)
             self.send(at, carried=True)
-            if checkpoint.checkpoint_id != carried.stored_id:
-                self.carrier.forget(checkpoint.checkpoint_id)  # (one carried state per run)
             return TaskResult(
                 TaskStatus.CARRIED, checkpoint_id=at.checkpoint_id, step=at.step, next=at.next
             )
