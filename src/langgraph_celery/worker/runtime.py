@@ -222,10 +222,22 @@ class GraphRuntime:
             assert decision.failure is not None
             self.mark_failed(at, decision.failure)
         else:
-            self.send(at)
+            self.send(at, self.carry_first(at, decision))
             if announce:
                 self.executor.notifier.publish(at.thread_id)
         return decision
+
+    def carry_first(self, checkpoint: Checkpoint, decision: Decision) -> bool:
+        """With durability "exit", put a new run's first checkpoint (stored) in the result
+        backend too, for its first task to read there (no read of the store); whether it did.
+        Not a resume's or a fork's: their tasks find the updates carried over in the store."""
+        if checkpoint.kind is not CheckpointKind.INPUT:
+            return False
+        if not _loop.keeps_unstored(self.config_of(checkpoint).durability, decision, fan_out=False):
+            return False
+        stored = Carried(checkpoint, checkpoint.checkpoint_id, checkpoint.created_at)
+        self.carrier.put(stored)
+        return True
 
     def send(self, checkpoint: Checkpoint, carried: bool = False) -> None:
         """Send ``checkpoint``'s tasks; ``carried``: the checkpoint is in the result backend."""
@@ -244,19 +256,23 @@ class GraphRuntime:
         self.record(checkpoint, RunStatus.COMPLETED)
         return self.saver.put_with_timer(checkpoint, None)
 
-    def materialize(self, carried: Carried) -> Checkpoint | None:
+    def materialize(self, carried: Carried, put: bool = True) -> Checkpoint | None:
         """Store a carried checkpoint after the run's last stored one (a copy of the step may
-        have stored it already: then that one), and remove it from the result backend;
+        have stored it already: then that one), and remove it from the result backend (unless
+        it was never ``put`` there);
         ``None`` if another copy of the run stored another checkpoint at its step (it goes on,
         this one stops)."""
         if carried.checkpoint.checkpoint_id == carried.stored_id:
-            return carried.checkpoint  # (stored already: the run's last stored checkpoint)
+            if put:  # (a run's first checkpoint, stored, carried to its first task as well)
+                self.carrier.forget(carried.stored_id)
+            return carried.checkpoint
         checkpoint = _loop.rebased(carried.checkpoint, carried.stored_id)
         try:
             stored: Checkpoint | None = self.store_step(checkpoint)
         except CheckpointConflictError:
             stored = self.saver.get(checkpoint.thread_id, checkpoint.checkpoint_id)
-        self.carrier.forget(checkpoint.checkpoint_id)  # (the store has it now)
+        if put:  # (the store has it now)
+            self.carrier.forget(checkpoint.checkpoint_id)
         return stored
 
     def watched(self, checkpoint: Checkpoint, since: datetime) -> datetime:
@@ -471,9 +487,12 @@ class GraphRuntime:
         carried: Carried | None = None,
     ) -> TaskResult:
         if config.durability == "exit":
-            if carried is None:  # (a step from a stored checkpoint: it was watched then)
+            # the step's checkpoint came from the result backend, or else from the store (where
+            # the run's stall timer was last armed or seen progressing)
+            kept = carried is not None
+            if carried is None:
                 carried = Carried(checkpoint, checkpoint.checkpoint_id, checkpoint.created_at)
-            return await self._commit_carried(checkpoint, writes, config, carried)
+            return await self._commit_carried(checkpoint, writes, config, carried, kept)
         try:
             result = await self.engine.finish(checkpoint, writes, config, self.store_step)
         except CheckpointConflictError:
@@ -503,6 +522,7 @@ class GraphRuntime:
         writes: Mapping[str, Mapping[str, Any]],
         config: RunnableConfig,
         carried: Carried,
+        kept: bool,
     ) -> TaskResult:
         """Commit a step of a run with durability "exit": the next checkpoint is carried in the
         result backend to the next step's task when the run goes on with one task; else (it
@@ -527,15 +547,13 @@ class GraphRuntime:
         ):
             watched_at = self.watched(at, carried.watched_at)
             # (one carried state per run: the step's own goes as the next one is put)
-            forget = (
-                checkpoint.checkpoint_id if checkpoint.checkpoint_id != carried.stored_id else None
-            )
+            forget = checkpoint.checkpoint_id if kept else None
             self.carrier.put(Carried(at, carried.stored_id, watched_at), forget)
             self.send(at, carried=True)
             return TaskResult(
                 TaskStatus.CARRIED, checkpoint_id=at.checkpoint_id, step=at.step, next=at.next
             )
-        stored = self.materialize(Carried(at, carried.stored_id, carried.watched_at))
+        stored = self.materialize(Carried(at, carried.stored_id, carried.watched_at), put=False)
         if stored is None or stored.checkpoint_id != at.checkpoint_id:
             return TaskResult(TaskStatus.MERGED_ELSEWHERE)
         if result.interruption is not None or decision is None:
@@ -554,7 +572,7 @@ class GraphRuntime:
             )
             if decided.error is not None:
                 raise decided.error
-        if checkpoint.checkpoint_id != carried.stored_id:
+        if kept:
             self.carrier.forget(checkpoint.checkpoint_id)
         return self._merged(stored)
 
