@@ -160,3 +160,16 @@ def _assert_stored_once(stack: ChaosStack, thread: str, steps: list[int]) -> Non
     assert not latest.tasks and latest.values["log"] == CHAIN, where
     view = stack.saver.get_with_writes(thread)
     assert not {names.ERROR, names.CANCEL, names.INTERRUPT} & set(view.writes), where
+
+
+def test_exit_duplicated_messages_apply_once(stack: ChaosStack) -> None:
+    """Every node message of an "exit" run published twice (the carried ones too, with their
+    header), both copies running side by side: one line of stored checkpoints, each update
+    once.  A copy that comes after the first committed finds its carried state gone and is
+    dropped; copies running together compute the same checkpoints, and the store keeps one."""
+    runs = _start(stack, "dup-exit", "exit")
+    for thread, handle in runs:
+        _wait(stack, thread, handle)
+        _assert_stored_once(stack, thread, [-1, 2])
+    executions = sum(len(started(stack.side, thread)) for thread, _ in runs)
+    assert executions > len(CHAIN) * len(runs)  # the copies really ran
