@@ -7,6 +7,8 @@ writer that committed goes on to carry out the next decision
 (:meth:`~langgraph_celery.graph._engine.Engine.next_decision`: dispatch, park, fail, complete),
 so an update reaches the thread's state once whatever the broker redelivers.  A node that fails
 for good is recorded on its checkpoint (the run stays resumable) and fails its Celery task.
+With ``durability="exit"`` a step's checkpoint is carried to the next step's task in the result
+backend instead of being stored (``worker/carried.py``, ``worker/carry.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
     CheckpointKind,
-    CheckpointView,
     PendingTask,
     PendingWrite,
     Timer,
@@ -45,8 +46,9 @@ from langgraph_celery.graph.config import DURABILITY_MODES, RunnableConfig
 from langgraph_celery.graph.retry import RetryPolicy, _RetryHook
 from langgraph_celery.graph.types import END, GraphInterrupt
 from langgraph_celery.serde import JsonSerializer
+from langgraph_celery.worker import carried as carried_steps
 from langgraph_celery.worker import endings, names
-from langgraph_celery.worker.carry import Carried, Carrier, carried_id
+from langgraph_celery.worker.carry import Carried, Carrier
 from langgraph_celery.worker.envelope import TaskEnvelope
 from langgraph_celery.worker.results import TaskResult, TaskStatus
 from langgraph_celery.worker.streaming import output_sink
@@ -222,29 +224,15 @@ class GraphRuntime:
             assert decision.failure is not None
             self.mark_failed(at, decision.failure)
         else:
-            self.send(at, self.carry_first(at, decision))
+            self.send(at, carried_steps.carry_first(self, at, decision))
             if announce:
                 self.executor.notifier.publish(at.thread_id)
         return decision
-
-    def carry_first(self, checkpoint: Checkpoint, decision: Decision) -> bool:
-        """With durability "exit", put a new run's first checkpoint (stored) in the result
-        backend too, for its first task to read there (no read of the store); whether it did.
-        Not a resume's or a fork's: their tasks find the updates carried over in the store."""
-        if checkpoint.kind is not CheckpointKind.INPUT:
-            return False
-        if not _loop.keeps_unstored(self.config_of(checkpoint).durability, decision, fan_out=False):
-            return False
-        stored = Carried(checkpoint, checkpoint.checkpoint_id, checkpoint.created_at)
-        self.carrier.put(stored)
-        return True
 
     def send(self, checkpoint: Checkpoint, carried: bool = False) -> None:
         """Send ``checkpoint``'s tasks; ``carried``: the checkpoint is in the result backend."""
         for task in checkpoint.tasks:
             self.executor._send_node(self.envelope(checkpoint, task), task, carried)
-
-    # -- durability "exit": checkpoints carried between steps (see worker/carry.py) ------------
 
     def store_step(self, checkpoint: Checkpoint) -> Checkpoint:
         """Store a step's checkpoint (the run's last goes with its stall timer)."""
@@ -255,66 +243,6 @@ class GraphRuntime:
         # another way, and that is recorded after).
         self.record(checkpoint, RunStatus.COMPLETED)
         return self.saver.put_with_timer(checkpoint, None)
-
-    def materialize(self, carried: Carried, put: bool = True) -> Checkpoint | None:
-        """Store a carried checkpoint after the run's last stored one (a copy of the step may
-        have stored it already: then that one), and remove it from the result backend (unless
-        it was never ``put`` there);
-        ``None`` if another copy of the run stored another checkpoint at its step (it goes on,
-        this one stops)."""
-        if carried.checkpoint.checkpoint_id == carried.stored_id:
-            if put:  # (a run's first checkpoint, stored, carried to its first task as well)
-                self.carrier.forget(carried.stored_id)
-            return carried.checkpoint
-        checkpoint = _loop.rebased(carried.checkpoint, carried.stored_id)
-        try:
-            stored: Checkpoint | None = self.store_step(checkpoint)
-        except CheckpointConflictError:
-            stored = self.saver.get(checkpoint.thread_id, checkpoint.checkpoint_id)
-        if put:  # (the store has it now)
-            self.carrier.forget(checkpoint.checkpoint_id)
-        return stored
-
-    def watched(self, checkpoint: Checkpoint, since: datetime) -> datetime:
-        """Push the run's stall timer back when it was last pushed a quarter of
-        ``stalled_after`` ago (a run whose steps are carried stores nothing the reaper would
-        see progress in); when it was pushed."""
-        stalled_after = timedelta(seconds=self.executor.stalled_after)
-        now = datetime.now(UTC)
-        if now - since < stalled_after / 4:
-            return since
-        self.saver.set_timer(
-            checkpoint.thread_id,
-            checkpoint.run_id,
-            self.graph_id,
-            names.STALL_TIMER,
-            now + stalled_after,
-        )
-        return now
-
-    def stored_view(self, envelope: TaskEnvelope) -> CheckpointView:
-        """The store's view of ``envelope``'s checkpoint; a carried one is stored first (a run
-        that ends from outside its nodes -- revoked, killed -- ends where it was)."""
-        view = self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
-        if view.checkpoint is None:
-            carried, _ = self.carrier.get(envelope.checkpoint_id, envelope.run_id)
-            if carried is not None and self.materialize(carried) is not None:
-                view = self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
-        return view
-
-    def carried_view(
-        self, envelope: TaskEnvelope, redelivered: bool
-    ) -> tuple[CheckpointView, Carried | None]:
-        """What a node task whose step's checkpoint is carried runs from: the carried checkpoint
-        (with no writes: its step has one task), or, stored first, the stored one when the run
-        was cancelled meanwhile or the message comes again (its worker died): from there the
-        step goes as in "sync".  The store's view when nothing is carried (stored already)."""
-        carried, cancelled = self.carrier.get(envelope.checkpoint_id, envelope.run_id)
-        if carried is not None:
-            if not redelivered and not cancelled:
-                return CheckpointView(carried.checkpoint), carried
-            self.materialize(carried)
-        return self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id), None
 
     # -- the node task --------------------------------------------------------------------------
 
@@ -337,7 +265,7 @@ class GraphRuntime:
         """
         held: Carried | None = None
         if carried:
-            view, held = self.carried_view(envelope, redelivered)
+            view, held = carried_steps.carried_view(self, envelope, redelivered)
         else:
             view = self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
         checkpoint = view.checkpoint
@@ -424,7 +352,7 @@ class GraphRuntime:
             except GraphInterrupt as interrupt:
                 parking = Parking(task.node, interrupt.reason or None, dict(interrupt.metadata))
                 if carried is not None:
-                    stored = self.materialize(carried)
+                    stored = carried_steps.materialize(self, carried)
                     if stored is None:
                         return TaskResult(TaskStatus.MERGED_ELSEWHERE, task.node)
                     checkpoint = stored
@@ -442,7 +370,7 @@ class GraphRuntime:
                 ):
                     retry(policy.delay(attempt), error)
                 if carried is not None:
-                    checkpoint = self.materialize(carried) or checkpoint
+                    checkpoint = carried_steps.materialize(self, carried) or checkpoint
                 self.mark_failed(checkpoint, Failure.of_error(task.node, error))
                 if isinstance(error, GraphError):
                     raise
@@ -492,13 +420,15 @@ class GraphRuntime:
             kept = carried is not None
             if carried is None:
                 carried = Carried(checkpoint, checkpoint.checkpoint_id, checkpoint.created_at)
-            return await self._commit_carried(checkpoint, writes, config, carried, kept)
+            return await carried_steps.commit_carried(
+                self, checkpoint, writes, config, carried, kept
+            )
         try:
             result = await self.engine.finish(checkpoint, writes, config, self.store_step)
         except CheckpointConflictError:
             return TaskResult(TaskStatus.MERGED_ELSEWHERE)
         except GraphError as error:
-            self._step_failed(checkpoint, writes, error)
+            self.step_failed(checkpoint, writes, error)
             raise
         new = result.checkpoint
         # (each way on wakes the thread's followers once: a mark, the completion, the send)
@@ -514,69 +444,9 @@ class GraphRuntime:
             )
             if decision.error is not None:
                 raise decision.error  # the run failed on its way to the next step
-        return self._merged(new)
+        return self.merged(new)
 
-    async def _commit_carried(
-        self,
-        checkpoint: Checkpoint,
-        writes: Mapping[str, Mapping[str, Any]],
-        config: RunnableConfig,
-        carried: Carried,
-        kept: bool,
-    ) -> TaskResult:
-        """Commit a step of a run with durability "exit": the next checkpoint is carried in the
-        result backend to the next step's task when the run goes on with one task; else (it
-        stops there, or fans out) it is stored and the run goes on as in "sync"."""
-
-        def hold(new: Checkpoint) -> Checkpoint:  # (the same id for every copy of the step)
-            assert new.parent_id is not None
-            return dataclasses.replace(new, checkpoint_id=carried_id(new.parent_id))
-
-        try:
-            result = await self.engine.finish(checkpoint, writes, config, hold)
-            at, decision = result.checkpoint, None
-            if result.interruption is None:
-                at, decision = await self.engine.next_decision(at, config, hold)
-        except GraphError as error:
-            stored = self.materialize(carried)
-            if stored is not None:
-                self._step_failed(stored, writes, error)
-            raise
-        if decision is not None and _loop.keeps_unstored(
-            config.durability, decision, fan_out=False
-        ):
-            watched_at = self.watched(at, carried.watched_at)
-            # (one carried state per run: the step's own goes as the next one is put)
-            forget = checkpoint.checkpoint_id if kept else None
-            self.carrier.put(Carried(at, carried.stored_id, watched_at), forget)
-            self.send(at, carried=True)
-            return TaskResult(
-                TaskStatus.CARRIED, checkpoint_id=at.checkpoint_id, step=at.step, next=at.next
-            )
-        stored = self.materialize(Carried(at, carried.stored_id, carried.watched_at), put=False)
-        if stored is None or stored.checkpoint_id != at.checkpoint_id:
-            return TaskResult(TaskStatus.MERGED_ELSEWHERE)
-        if result.interruption is not None or decision is None:
-            interruption = result.interruption
-            assert interruption is not None
-            self.mark_parked(
-                stored,
-                Parking(interruption.node_id, interruption.reason, dict(interruption.metadata)),
-            )
-        else:
-            decided = await self.advance(
-                stored,
-                announce=True,
-                timer_cleared=not _loop.has_pending(stored),
-                decision=decision,
-            )
-            if decided.error is not None:
-                raise decided.error
-        if kept:
-            self.carrier.forget(checkpoint.checkpoint_id)
-        return self._merged(stored)
-
-    def _merged(self, new: Checkpoint) -> TaskResult:
+    def merged(self, new: Checkpoint) -> TaskResult:
         """The result of the task that stored ``new``: with the final state when the run ended
         there (a node task's result is never bigger than the run's final state)."""
         final = not _loop.has_pending(new)
@@ -588,7 +458,7 @@ class GraphRuntime:
             state=self.serializer.to_jsonable(new.values) if final else None,
         )
 
-    def _step_failed(
+    def step_failed(
         self, checkpoint: Checkpoint, writes: Mapping[str, Mapping[str, Any]], error: GraphError
     ) -> None:
         """Every node of ``checkpoint``'s step ran but the step failed as a whole (a route, a
