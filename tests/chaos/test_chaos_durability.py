@@ -67,7 +67,7 @@ def _wait(stack: ChaosStack, thread: str, handle: Any) -> None:
 
 def _kill_worker_mid_b(stack: ChaosStack, runs: list[tuple[str, Any]], victim: Any) -> set[str]:
     """Kill the victim worker (main process and pool) once node b of a run started on it;
-    the threads whose b ran there."""
+    the threads whose b was running there."""
     main = victim.process.pid
 
     def on_victim() -> set[str]:
@@ -81,6 +81,9 @@ def _kill_worker_mid_b(stack: ChaosStack, runs: list[tuple[str, Any]], victim: A
     hit = on_victim()
     os.killpg(main, signal.SIGKILL)
     victim.process.wait(10)
+    # (a b that finished before the kill landed, this process being slow, does not count)
+    hit = {t for t in hit if not stack.side.get(f"finished:{t}:b")}
+    assert hit, "every b on the victim had finished when it was killed: the kill came too late"
     return hit
 
 
