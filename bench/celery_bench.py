@@ -215,28 +215,29 @@ def running_worker(
 # -- runs -----------------------------------------------------------------------------------------
 
 
-def _cfg(thread_id: str) -> Any:
+def _cfg(thread_id: str, durability: str = "sync") -> Any:
     from langgraph_celery import RunnableConfig
 
-    return RunnableConfig(thread_id=thread_id)
+    return RunnableConfig(thread_id=thread_id, durability=durability)  # type: ignore[arg-type]
 
 
 def ours_chain_once(
-    bench_app: ModuleType, kind: str, wait: bool = False
+    bench_app: ModuleType, kind: str, wait: bool = False, durability: str = "sync"
 ) -> tuple[float, dict[str, float]]:
     """One chain run: seconds end to end, and its head/span/tail split.
 
-    With ``wait``, ``graph.start(...)`` then ``RunHandle.wait()`` instead of ``graph.invoke``.
+    With ``wait``, ``graph.start(...)`` then ``RunHandle.wait()`` instead of ``graph.invoke``;
+    ``durability``: the run's mode (``"exit"``: the span ends at the run's last checkpoint).
     """
     graph = bench_app.GRAPHS[f"chain_{kind}"]
     thread_id = _thread(f"chain-{kind}")
     started = time.time()
     t0 = time.perf_counter()
     if wait:
-        count = graph.start({"count": 0}, _cfg(thread_id)).wait(timeout=120).as_state_data()
-        count = count["count"]
+        cfg = _cfg(thread_id, durability)
+        count = graph.start({"count": 0}, cfg).wait(timeout=120).as_state_data()["count"]
     else:
-        count = graph.invoke({"count": 0}, _cfg(thread_id))["count"]
+        count = graph.invoke({"count": 0}, _cfg(thread_id, durability))["count"]
     elapsed = time.perf_counter() - t0
     ended = started + elapsed
     if count != bench_app.CHAIN_LENGTH:
@@ -277,10 +278,14 @@ def floor_chain_once(bench_app: ModuleType, length: int) -> float:
     return elapsed
 
 
-def ours_concurrent_once(bench_app: ModuleType, kind: str, runs: int) -> float:
+def ours_concurrent_once(
+    bench_app: ModuleType, kind: str, runs: int, durability: str = "sync"
+) -> float:
     graph = bench_app.GRAPHS[f"pair_{kind}"]
     t0 = time.perf_counter()
-    handles = [graph.start({"count": 0}, _cfg(_thread(f"pair-{kind}"))) for _ in range(runs)]
+    handles = [
+        graph.start({"count": 0}, _cfg(_thread(f"pair-{kind}"), durability)) for _ in range(runs)
+    ]
     results = [handle.wait(timeout=120) for handle in handles]
     elapsed = time.perf_counter() - t0
     for result in results:
@@ -353,10 +358,15 @@ def bare_hop_once(bench_app: ModuleType) -> float:
 # -- scenarios ------------------------------------------------------------------------------------
 
 
+#: Ours with ``durability="exit"`` (issue 12), in scenarios 1 and 2: checkpoints carried between
+#: steps in the result backend, stored at the run's start and end.
+EXIT_VARIANTS = ("pg_exit", "sqlite_exit")
+TARGET_EXIT_RATIO = 1.1
+
 #: Scenario 1 variants: ours on each saver via invoke, ours on PostgreSQL via start()+wait(),
 #: bare chains of ``noop`` (the app's options) and of ``noop_default`` (Celery's defaults), and
 #: the floor (a bare chain reading and storing a PostgreSQL row per step).
-CHAIN_VARIANTS = ("bare", "bare_default", "floor", "pg", "sqlite", "pg_wait")
+CHAIN_VARIANTS = ("bare", "bare_default", "floor", "pg", "sqlite", "pg_wait", *EXIT_VARIANTS)
 
 
 @dataclass
@@ -377,6 +387,8 @@ def _chain_variant(bench_app: ModuleType, variant: str) -> tuple[float, dict[str
         return floor_chain_once(bench_app, length), None
     if variant == "pg_wait":
         return ours_chain_once(bench_app, "pg", wait=True)
+    if variant in EXIT_VARIANTS:
+        return ours_chain_once(bench_app, variant.removesuffix("_exit"), durability="exit")
     return ours_chain_once(bench_app, variant)
 
 
@@ -420,7 +432,8 @@ def scenario_concurrent(bench_app: ModuleType, rounds: int, runs: int) -> Concur
     ours_concurrent_once(bench_app, "sqlite", 4)
     bare_concurrent_once(bench_app, 4)
     floor_concurrent_once(bench_app, 4)
-    variants = ["bare", "floor", *KINDS]
+    ours_concurrent_once(bench_app, "pg", 4, "exit")
+    variants = ["bare", "floor", *KINDS, *EXIT_VARIANTS]
     samples: dict[str, list[float]] = {v: [] for v in variants}
     for round_no in range(rounds):
         shift = round_no % len(variants)
@@ -429,12 +442,15 @@ def scenario_concurrent(bench_app: ModuleType, rounds: int, runs: int) -> Concur
                 samples[variant].append(bare_concurrent_once(bench_app, runs))
             elif variant == "floor":
                 samples[variant].append(floor_concurrent_once(bench_app, runs))
+            elif variant in EXIT_VARIANTS:
+                kind = variant.removesuffix("_exit")
+                samples[variant].append(ours_concurrent_once(bench_app, kind, runs, "exit"))
             else:
                 samples[variant].append(ours_concurrent_once(bench_app, variant, runs))
     return ConcurrentFigures(
         rounds=rounds,
         runs=runs,
-        ours_ms={kind: 1000 * _median(samples[kind]) for kind in KINDS},
+        ours_ms={kind: 1000 * _median(samples[kind]) for kind in (*KINDS, *EXIT_VARIANTS)},
         bare_ms=1000 * _median(samples["bare"]),
         floor_ms=1000 * _median(samples["floor"]),
         samples_ms={v: [1000 * s for s in samples[v]] for v in variants},
@@ -798,6 +814,7 @@ def render(report: Report) -> str:
     )
     row("   floor (bare + PG read+insert/step): ms", conc.floor_ms, None, conc.bare_ms)
     lines.append(f"   ours PG / floor {conc.ours_ms['pg'] / conc.floor_ms:.2f}")
+    lines += render_exit(report)
     row(
         f"3. resume -> b starts: p50 ms ({res.trials} trials)",
         res.p50_ms["pg"],
@@ -820,6 +837,23 @@ def render(report: Report) -> str:
     if report.profile is not None:
         lines += ["", *render_profile(report.profile, length)]
     return "\n".join(lines)
+
+
+def render_exit(report: Report) -> list[str]:
+    """Scenarios 1 and 2 with ``durability="exit"``: ratios to bare, against issue 12's target."""
+    med, conc = report.chain.median_ms, report.concurrent
+    lines = [f"   durability='exit' (target <= {TARGET_EXIT_RATIO} of bare):"]
+    for label, ours, bare in (
+        (f"1. chain of {report.environment['chain_length']}: ms/run", med, med["bare"]),
+        (f"2. {conc.runs} concurrent 2-node runs: ms", conc.ours_ms, conc.bare_ms),
+    ):
+        pg, lite = ours["pg_exit"], ours["sqlite_exit"]
+        lines.append(
+            f"   {label:<43}{pg:10.2f}{lite:13.2f}{bare:9.2f}{pg / bare:9.2f}"
+            f"   SQLite/bare {lite / bare:.2f}; sync PG/bare {ours['pg'] / bare:.2f}, "
+            f"SQLite/bare {ours['sqlite'] / bare:.2f}"
+        )
+    return lines
 
 
 def render_cpu(cpu: CpuFigures, length: int) -> list[str]:
@@ -975,6 +1009,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "chain_ratio": chain_.median_ms["pg"] / chain_.median_ms["bare"] <= TARGET_RATIO,
                 "concurrent_ratio": conc.ours_ms["pg"] / conc.bare_ms <= TARGET_RATIO,
                 "resume_p50": res.p50_ms["pg"] < TARGET_RESUME_P50_MS,
+                "exit_chain_ratio": max(chain_.median_ms[v] for v in EXIT_VARIANTS)
+                / chain_.median_ms["bare"]
+                <= TARGET_EXIT_RATIO,
+                "exit_concurrent_ratio": max(conc.ours_ms[v] for v in EXIT_VARIANTS) / conc.bare_ms
+                <= TARGET_EXIT_RATIO,
             },
         )
         print(render(report))

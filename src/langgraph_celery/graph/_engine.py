@@ -24,6 +24,7 @@ from langgraph_celery.checkpoint.base import (
 from langgraph_celery.checkpoint.index import RunIndex, RunRecord, RunStatus
 from langgraph_celery.errors import GraphError, GraphStateError, NodeError
 from langgraph_celery.graph import _algo, _loop, _sync
+from langgraph_celery.graph._durable import Keeper
 from langgraph_celery.graph._loop import Action, Decision, Extra, Parking
 from langgraph_celery.graph._runner import TaskRunner, _resolve
 from langgraph_celery.graph.builder import GraphSpec
@@ -43,8 +44,9 @@ from langgraph_celery.graph.types import (
 __all__ = ["Engine", "StepResult", "Store"]
 
 #: How a call stores the one checkpoint it makes (by default the saver's ``put``): the Celery
-#: executor stores a run's first and last checkpoints together with the run's stall timer.
-Store = Callable[[Checkpoint], Checkpoint]
+#: executor stores a run's first and last checkpoints together with the run's stall timer; a
+#: :class:`~langgraph_celery.graph._durable.Keeper` holds it, or stores it in the background.
+Store = Callable[[Checkpoint], Checkpoint] | Keeper
 
 
 T = TypeVar("T")
@@ -109,6 +111,8 @@ class Engine:
         if self.owner is not None and checkpoint.extra.get(Extra.GRAPH_ID) != self.owner:
             extra = {**checkpoint.extra, Extra.GRAPH_ID: self.owner}
             checkpoint = dataclasses.replace(checkpoint, extra=extra)
+        if isinstance(store, Keeper):
+            return await store.hold(checkpoint)
         if store is not None:
             return await self.io(store, checkpoint)
         return await self.io(self.saver.put, checkpoint) if self.saver is not None else checkpoint

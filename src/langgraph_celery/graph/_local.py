@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from langgraph_celery.checkpoint.base import Checkpoint, PendingTask
 from langgraph_celery.checkpoint.index import RunStatus
 from langgraph_celery.errors import GraphError, NodeError
 from langgraph_celery.graph import _loop, _sync
+from langgraph_celery.graph._durable import Keeper
 from langgraph_celery.graph._engine import Engine
 from langgraph_celery.graph._loop import MARK_KINDS, Action, Failure, Mark, Parking, StepMarks
 from langgraph_celery.graph._streaming import Chunks, discard
@@ -191,6 +193,12 @@ async def run_local(
         checkpoint, start = await engine.begin(graph_input, config)
     config = config._for_runtime(graph_id=engine.graph_id, run_id=checkpoint.run_id)
     await engine.record(checkpoint, RunStatus.RUNNING)
+    # where the steps' checkpoints go: the store at once ("sync"), or the run's keeper
+    keeper = (
+        Keeper(engine, config.durability, checkpoint)
+        if engine.saver is not None and config.durability != "sync"
+        else None
+    )
     status: RunStatus | None = None  # how the run stopped, once the loop decided it
     node: str | None = None
     failure: Failure | None = None
@@ -211,8 +219,10 @@ async def run_local(
                 status = RunStatus.CANCELLED  # stopped before its next step, resumable
                 outcome.value, outcome.done = None, True
                 return
-            checkpoint, decision = await engine.next_decision(checkpoint, config)
+            checkpoint, decision = await engine.next_decision(checkpoint, config, keeper)
             if decision.action is Action.COMPLETE:
+                if keeper is not None:  # (stored before the thread may be released)
+                    checkpoint = await keeper.flush()
                 end, outcome.value = await engine.complete(checkpoint, config)
                 outcome.done, status = True, RunStatus.COMPLETED
                 for chunk in _taken(chunks):
@@ -264,6 +274,8 @@ async def run_local(
                 return
             decision = _loop.decide_step(checkpoint.tasks, step.marks)
             if decision.action is not Action.COMMIT:
+                if keeper is not None:  # (the step's checkpoint is stored first)
+                    checkpoint = await keeper.flush()
                 # a stopped step keeps the updates of the tasks that succeeded, for the resume
                 await _keep_writes(engine, checkpoint, step.ran, updates)
                 if decision.action is Action.PARK:
@@ -276,10 +288,12 @@ async def run_local(
                 status, node, failure = RunStatus.FAILED, decision.node, decision.failure
                 _raise_failure(step)
             try:
-                result = await engine.finish(checkpoint, updates, config)
+                result = await engine.finish(checkpoint, updates, config, keeper)
             except GraphError as error:
                 # Every node ran, the step failed as a whole (conflicting writes, a route): keep
                 # the updates, as the Celery workers do, so that a resume merges them again.
+                if keeper is not None:
+                    checkpoint = await keeper.flush()
                 await _keep_writes(engine, checkpoint, checkpoint.tasks, updates)
                 status, node = RunStatus.FAILED, checkpoint.next[-1]
                 failure = Failure.of_error(node, error)
@@ -295,10 +309,25 @@ async def run_local(
         status = status or RunStatus.FAILED  # (an error no decision named: the store's, ...)
         raise
     finally:
+        if keeper is not None:
+            checkpoint = await _flushed(keeper, status)
         # (no status: the caller stopped iterating, or cancelled the task, mid-run)
         if engine.saver is not None and checkpoint.thread_id:
             await engine.record(checkpoint, status or RunStatus.CANCELLED, node)
             await _mark_stop(engine, checkpoint, status, outcome, failure)
+
+
+async def _flushed(keeper: Keeper, status: RunStatus | None) -> Checkpoint:
+    """Where the run stops, its checkpoints stored (``"async"``, ``"exit"``).  A store that
+    fails fails the run; when the run is failing already, its own error is what the caller sees
+    (the store's is logged) and the run is recorded where it was last stored."""
+    if sys.exc_info()[1] is None:
+        return await keeper.flush()
+    try:
+        return await keeper.flush()
+    except Exception as error:
+        log.error("run %s: storing its last step failed: %s", keeper.stored.run_id, error)
+        return keeper.stored
 
 
 def _taken(chunks: Chunks | None) -> list[NodeOutput]:

@@ -18,6 +18,7 @@ on a checkpoint (pending writes under reserved task ids), are defined here too.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,7 +55,9 @@ __all__ = [
     "has_pending",
     "is_continued",
     "is_resumed",
+    "keeps_unstored",
     "next_extra",
+    "rebased",
     "recursion_error",
     "status_of",
     "steps_taken",
@@ -420,6 +423,27 @@ def decide_step(tasks: Sequence[PendingTask], marks: StepMarks) -> Decision:
     if all(task.id in marks.updates for task in tasks):
         return Decision(Action.COMMIT)
     return Decision(Action.WAIT)
+
+
+def keeps_unstored(durability: str, decision: Decision, *, fan_out: bool = True) -> bool:
+    """Whether the checkpoint ``decision`` was taken from may stay out of the store, carried
+    to its step in memory (in process) or in the result backend (Celery): only with
+    ``durability="exit"``, and only when the run goes on (a run that completes, parks or fails
+    there stores it).  ``fan_out=False``: a step of several tasks is stored first (its tasks
+    record their updates as pending writes of a stored checkpoint)."""
+    if durability != "exit" or decision.action is not Action.DISPATCH:
+        return False
+    return fan_out or len(decision.tasks) == 1
+
+
+def rebased(checkpoint: Checkpoint, parent_id: str | None) -> Checkpoint:
+    """``checkpoint`` (computed from a parent that was not stored) as stored after
+    ``parent_id``, the run's last stored checkpoint: a stored checkpoint's parent is always
+    stored.  (A checkpoint whose parent is not the one it was computed from carries no delta
+    against it: it is stored whole.)"""
+    if checkpoint.parent_id == parent_id:
+        return checkpoint
+    return dataclasses.replace(checkpoint, parent_id=parent_id, delta=None)
 
 
 def carried_writes(writes: Iterable[PendingWrite]) -> list[PendingWrite]:

@@ -19,7 +19,15 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["SHARED_POOL", "blocking", "off_loop", "on_own_loop", "run_sync", "step_sync"]
+__all__ = [
+    "SHARED_POOL",
+    "blocking",
+    "in_thread",
+    "off_loop",
+    "on_own_loop",
+    "run_sync",
+    "step_sync",
+]
 
 T = TypeVar("T")
 
@@ -52,6 +60,12 @@ async def blocking(call: Callable[..., T], *args: Any) -> T:
     """``call(*args)``, a blocking call: inline on our own loop, on a thread on a caller's."""
     if on_own_loop():
         return call(*args)
+    return await asyncio.get_running_loop().run_in_executor(_IO_POOL, call, *args)
+
+
+async def in_thread(call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)`` on a thread, whichever loop awaits it (work meant to overlap with what
+    the loop does meanwhile: a background store)."""
     return await asyncio.get_running_loop().run_in_executor(_IO_POOL, call, *args)
 
 

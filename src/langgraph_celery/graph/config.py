@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from langgraph_celery.errors import GraphStateError
 from langgraph_celery.graph.types import NodeOutput, StreamingOutput, StreamMode
@@ -16,9 +16,11 @@ if TYPE_CHECKING:
     from langgraph_celery.checkpoint.base import BaseCheckpointSaver
 
 __all__ = [
+    "DURABILITY_MODES",
     "MAX_ID_LENGTH",
     "RESERVED_METADATA_KEYS",
     "CompileConfig",
+    "Durability",
     "RunnableConfig",
     "Sink",
     "check_id",
@@ -28,6 +30,12 @@ __all__ = [
 #: chunks): the in-process executor's stream, or a worker's channel of the run.  Called from
 #: the run's event loop or from a thread running a plain node.
 Sink = Callable[[NodeOutput], None]
+
+#: When a run stores its checkpoints (LangGraph's names): ``"sync"`` each step before the next
+#: starts; ``"async"`` each step while the next one runs; ``"exit"`` only where the run stops
+#: (parked, failed, cancelled, ended).  See docs/failure-modes.md for what a crash loses in each.
+Durability = Literal["sync", "async", "exit"]
+DURABILITY_MODES: tuple[str, ...] = get_args(Durability)
 
 #: Metadata keys the runtime owns; ``put_metadata``/``add_metadata`` refuse them.
 RESERVED_METADATA_KEYS = frozenset({"graph_id", "node_id", "node_path", "thread_id", "run_id"})
@@ -114,6 +122,7 @@ class RunnableConfig:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     parallel_executors: Mapping[str, Executor] = field(default_factory=dict)
     clone_state: bool = True
+    durability: Durability = "sync"
     _graph_id: str | None = field(default=None, repr=False, compare=False)
     _node_id: str | None = field(default=None, repr=False, compare=False)
     _node_path: tuple[str, ...] = field(default=(), repr=False, compare=False)
@@ -127,6 +136,12 @@ class RunnableConfig:
 
     def __post_init__(self) -> None:
         _check_limit("recursion_limit", self.recursion_limit)
+        if self.durability not in DURABILITY_MODES:
+            raise ValueError(
+                f"durability={self.durability!r} is not a durability mode; use one of "
+                f"{', '.join(repr(mode) for mode in DURABILITY_MODES)} (default 'sync': each "
+                "step stored before the next starts)"
+            )
         if not isinstance(self.stream_mode, StreamMode):
             object.__setattr__(self, "stream_mode", StreamMode(self.stream_mode))
         if self.thread_id is not None:

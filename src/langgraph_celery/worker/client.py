@@ -30,6 +30,7 @@ from langgraph_celery.worker import cancelling, names, subgraphs
 from langgraph_celery.worker._store_calls import STORE_ERRORS, pauses
 from langgraph_celery.worker._store_calls import astore as _astore
 from langgraph_celery.worker._store_calls import store as _store
+from langgraph_celery.worker.carry import check_backend
 from langgraph_celery.worker.notify import Subscription
 from langgraph_celery.worker.runtime import jsonable_config
 from langgraph_celery.worker.streaming import Relay
@@ -108,6 +109,8 @@ class CelerySource:
         before its first tasks are sent, so that none of what they stream is missed."""
         runtime = self.runtime
         thread_id = runtime.engine.require_thread(config)
+        if config.durability == "exit":  # (its steps are carried in the result backend)
+            check_backend(runtime.executor.app)
         if graph_input.value:  # a value that cannot be stored fails before the claim
             runtime.saver.serializer.dumps(dict(graph_input.value))
         view, claim = self._claim_thread(thread_id)
@@ -583,14 +586,19 @@ class CelerySource:
         """Stop run ``run_id`` at its current step, or cancel it where it is parked (see
         :func:`~langgraph_celery.worker.cancelling.cancel_run`); True if this call cancelled it."""
         runtime = self.runtime
+
+        def then(marked: Checkpoint) -> None:
+            if runtime.config_of(marked).durability == "exit":
+                # its steps since are carried, not stored: they read the cancel in the backend
+                runtime.carrier.cancel(marked)
+            if runtime.children:  # the child runs of its compiled subgraphs stop with it
+                subgraphs.cancel_children(runtime, marked)
+
         return cancelling.cancel_run(
             runtime.saver,
             thread_id,
             run_id,
             wake=runtime.executor.notifier.publish,
             record=runtime.record,
-            # the child runs of its compiled subgraphs stop with it
-            then=(lambda marked: subgraphs.cancel_children(runtime, marked))
-            if runtime.children
-            else None,
+            then=then,
         )

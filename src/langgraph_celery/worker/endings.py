@@ -15,6 +15,7 @@ from langgraph_celery.checkpoint.index import RunStatus
 from langgraph_celery.errors import NodeError
 from langgraph_celery.graph._loop import Failure, Mark, StepMarks
 from langgraph_celery.graph.types import END
+from langgraph_celery.worker.carried import stored_view
 from langgraph_celery.worker.envelope import TaskEnvelope
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ log = logging.getLogger("langgraph_celery.worker")
 def cancel_revoked(runtime: GraphRuntime, envelope: TaskEnvelope) -> None:
     """The node of ``envelope``'s task was revoked: cancel the run at that step (unless
     the step was done or the run stopped meanwhile); it stays resumable."""
-    view = runtime.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
+    view = stored_view(runtime, envelope)
     checkpoint = view.checkpoint
     if checkpoint is None:
         return
@@ -49,7 +50,7 @@ def cancel_revoked(runtime: GraphRuntime, envelope: TaskEnvelope) -> None:
 def fail_past_hard_limit(runtime: GraphRuntime, envelope: TaskEnvelope) -> None:
     """The node of ``envelope``'s task ran past its hard time limit and its process was
     killed: the run fails (unless the step was done or stopped meanwhile)."""
-    view = runtime.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
+    view = stored_view(runtime, envelope)
     checkpoint = view.checkpoint
     node = envelope.node or "?"
     if checkpoint is None or node not in checkpoint.next:

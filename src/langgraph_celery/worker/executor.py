@@ -15,7 +15,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from langgraph_celery.checkpoint.base import PendingTask
 from langgraph_celery.checkpoint.index import missing_for_celery
 from langgraph_celery.errors import GraphDefinitionError
-from langgraph_celery.worker import endings, names, routing, subgraphs
+from langgraph_celery.worker import carry, endings, names, routing, subgraphs
 from langgraph_celery.worker.envelope import MalformedMessage, TaskEnvelope
 from langgraph_celery.worker.guard import GuardTaskMessages
 from langgraph_celery.worker.notify import Notifier
@@ -43,6 +43,9 @@ SAFE_SETTINGS: dict[str, Any] = {
     "task_track_started": True,
     "broker_connection_retry_on_startup": True,
     "result_extended": True,
+    # every task result (and a carried checkpoint: worker/carry.py) expires after an hour, so
+    # long or many runs cannot fill the result backend (Celery's default keeps them a day)
+    "result_expires": 3600,
 }
 
 _REGISTRY_ATTR = "_langgraph_celery_runtimes"
@@ -306,8 +309,12 @@ class CeleryExecutor:
                 limit = float(app.conf.broker_transport_options.get("visibility_timeout", 3600))
                 raise task.retry(countdown=min(countdown, limit * 0.9), exc=error, max_retries=None)
 
-            redelivered = bool((task.request.delivery_info or {}).get("redelivered"))
-            return runtime.run_node(envelope, int(task.request.retries or 0), retry, redelivered)
+            request = task.request
+            redelivered = bool((request.delivery_info or {}).get("redelivered"))
+            carried = getattr(request, carry.HEADER, None) is True
+            return runtime.run_node(
+                envelope, int(request.retries or 0), retry, redelivered, carried
+            )
 
         # Celery compiles a signature check named after the function: an identifier, whatever
         # the node id ("review-check", "step 1"); the task's name is ``name``.
@@ -374,14 +381,16 @@ class CeleryExecutor:
 
     # -- sending ----------------------------------------------------------------------------------
 
-    def _send_node(self, envelope: TaskEnvelope, task: PendingTask) -> None:
-        # the queue comes from app.conf.task_routes (the executor's routes first)
+    def _send_node(self, envelope: TaskEnvelope, task: PendingTask, carried: bool = False) -> None:
+        # the queue comes from app.conf.task_routes (the executor's routes first); a carried
+        # step's checkpoint is in the result backend (the header says so: worker/carry.py)
         self.app.send_task(
             names.node_task_name(envelope.graph_id, task.node),
             kwargs=envelope.to_message(),
             task_id=names.celery_task_id(envelope.run_id, envelope.checkpoint_id, task.id),
             argsrepr="()",
             kwargsrepr=_summary(envelope),
+            headers={carry.HEADER: True} if carried else None,
         )
 
     def _send_resume(self, envelope: TaskEnvelope) -> None:

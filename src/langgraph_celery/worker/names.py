@@ -40,6 +40,17 @@ Redis channels (wake-ups, when the app uses Redis)
     produced them (see ``worker/streaming.py``).  Never stored: a client that subscribes late
     misses what was published before, and reads the steps from the store.
 
+Result backend keys (``durability="exit"``: see ``worker/carry.py``; they expire with the
+app's ``result_expires``)
+    ``lgc:carried:<checkpoint_id>``  a checkpoint carried to its step's task instead of the
+    checkpoint store (JSON); removed when the next one is put or when it is stored.
+    ``lgc:cancelled:<run_id>``  the id of the stored checkpoint at which a client cancelled the
+    run: its carried steps stop there.
+
+Message headers
+    ``lgc_carried``  (true) on a node task whose step's checkpoint is carried in the result
+    backend.
+
 Beat schedule entries
     ``langgraph_celery.reap``  the reaper, every ``reap_interval`` seconds.
 
@@ -57,6 +68,9 @@ from langgraph_celery.graph._loop import Mark
 
 __all__ = [
     "CANCEL",
+    "CANCELLED_KEY",
+    "CARRIED_HEADER",
+    "CARRIED_KEY",
     "CLAIM",
     "DEADLINE_TIMER",
     "ERROR",
@@ -76,6 +90,9 @@ RESUME_TASK = "langgraph_celery.resume"
 REAP_TASK = "langgraph_celery.reap"
 START_TASK = "langgraph_celery.start"
 STALL_TIMER = "stall"
+CARRIED_HEADER = "lgc_carried"
+CARRIED_KEY = "lgc:carried:"
+CANCELLED_KEY = "lgc:cancelled:"
 DEADLINE_TIMER = "deadline"
 _NODE_PREFIX = "langgraph_celery.node."
 

@@ -3,6 +3,12 @@
 A node that fails for good makes its task fail (``FAILURE``, with the error); everything else a
 task can end with is one :class:`TaskResult`, stored as JSON.  Clients never read it to follow a
 run (the checkpoint store is the source of truth); it is there for Flower, logs and tests.
+
+It stays small: ids, the step and the next nodes; the reduced state only in the result of the
+task whose step ended the run (the run's final state, as a Celery chain's last result).  A run
+with ``durability="exit"`` carries the state its next step needs in the result backend too, under
+a key of its own (``worker/carry.py``: one per run at a time).  Every result expires after the
+app's ``result_expires`` (one hour unless the app sets it: ``SAFE_SETTINGS``).
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ class TaskStatus(enum.StrEnum):
 
     #: the task's update was the last of its step: it stored the next checkpoint
     MERGED = "merged"
+    #: (durability "exit") the task's update was the last of its step: the next checkpoint is
+    #: carried in the result backend to the next step's task, not stored
+    CARRIED = "carried"
     #: the task recorded its update; other tasks of the step have not yet
     WRITTEN = "written"
     #: another writer stored this step's next checkpoint first (its update is in it)
@@ -45,7 +54,8 @@ class TaskStatus(enum.StrEnum):
 
 @dataclass(frozen=True)
 class TaskResult:
-    """A task's result; ``state`` (the merged state) only when it committed a step."""
+    """A task's result; ``state`` (the final state) only when it committed the run's last
+    step."""
 
     status: TaskStatus
     node: str | None = None

@@ -7,6 +7,8 @@ writer that committed goes on to carry out the next decision
 (:meth:`~langgraph_celery.graph._engine.Engine.next_decision`: dispatch, park, fail, complete),
 so an update reaches the thread's state once whatever the broker redelivers.  A node that fails
 for good is recorded on its checkpoint (the run stays resumable) and fails its Celery task.
+With ``durability="exit"`` a step's checkpoint is carried to the next step's task in the result
+backend instead of being stored (``worker/carried.py``, ``worker/carry.py``).
 """
 
 from __future__ import annotations
@@ -41,11 +43,13 @@ from langgraph_celery.graph._loop import Action, Decision, Extra, Failure, Mark,
 from langgraph_celery.graph._streaming import discard
 from langgraph_celery.graph._subgraph import parking_of
 from langgraph_celery.graph._sync import run_sync
-from langgraph_celery.graph.config import RunnableConfig
+from langgraph_celery.graph.config import DURABILITY_MODES, RunnableConfig
 from langgraph_celery.graph.retry import RetryPolicy, _RetryHook
 from langgraph_celery.graph.types import END, GraphInterrupt
 from langgraph_celery.serde import JsonSerializer
+from langgraph_celery.worker import carried as carried_steps
 from langgraph_celery.worker import endings, names, subgraphs
+from langgraph_celery.worker.carry import Carried, Carrier
 from langgraph_celery.worker.envelope import TaskEnvelope
 from langgraph_celery.worker.results import TaskResult, TaskStatus
 from langgraph_celery.worker.streaming import output_sink
@@ -64,6 +68,8 @@ def jsonable_config(config: RunnableConfig) -> dict[str, Any]:
     data: dict[str, Any] = {"metadata": dict(config.metadata), "clone_state": config.clone_state}
     if config.recursion_limit is not None:
         data["recursion_limit"] = config.recursion_limit
+    if config.durability != "sync":
+        data["durability"] = config.durability
     return data
 
 
@@ -94,6 +100,8 @@ class GraphRuntime:
         self.serializer = serializer if isinstance(serializer, JsonSerializer) else JsonSerializer()
         #: the runtimes of the graph's compiled subgraphs, by node id (``worker/subgraphs.py``)
         self.children: dict[str, GraphRuntime] = {}
+        #: where a run with durability "exit" carries its checkpoints between steps
+        self.carrier = Carrier(executor.app, self.serializer)
 
     # -- configs and envelopes ------------------------------------------------------------------
 
@@ -104,11 +112,13 @@ class GraphRuntime:
         data = data if isinstance(data, Mapping) else {}
         limit = data.get("recursion_limit")
         metadata = data.get("metadata")
+        durability = data.get("durability")
         config = RunnableConfig(
             thread_id=checkpoint.thread_id,
             recursion_limit=limit if isinstance(limit, int) and limit > 0 else None,
             metadata=metadata if isinstance(metadata, Mapping) else {},
             clone_state=data.get("clone_state", True) is not False,
+            durability=durability if durability in DURABILITY_MODES else "sync",
         )
         # (a route or hook of a step committed outside a node task streams to nobody)
         config = config._for_runtime(graph_id=self.graph_id, run_id=checkpoint.run_id, sink=discard)
@@ -200,16 +210,19 @@ class GraphRuntime:
         *,
         announce: bool = False,
         timer_cleared: bool = False,
+        decision: Decision | None = None,
     ) -> Decision:
         """From a stored checkpoint: carry out the run loop's decision (complete, park, fail,
         send the step's tasks) and return it.
 
         Followers of the thread are woken when the run stops here (completed, parked, failed);
         with ``announce`` (``checkpoint`` is a new step) also when its tasks are sent.  With
-        ``timer_cleared`` the run's stall timer went with ``checkpoint`` already.
+        ``timer_cleared`` the run's stall timer went with ``checkpoint`` already.  ``decision``:
+        the one already taken from ``checkpoint`` (a carried step's, now stored).
         """
-        config = self.config_of(checkpoint)
-        at, decision = await self.engine.next_decision(checkpoint, config)
+        at = checkpoint
+        if decision is None:
+            at, decision = await self.engine.next_decision(checkpoint, self.config_of(checkpoint))
         if decision.action is Action.COMPLETE:
             # the client that waits for the run reads it (and releases the thread)
             if not timer_cleared or at is not checkpoint:  # (else stored with the checkpoint)
@@ -225,29 +238,50 @@ class GraphRuntime:
             assert decision.failure is not None
             self.mark_failed(at, decision.failure)
         else:
-            self.send(at)
+            self.send(at, carried_steps.carry_first(self, at, decision))
             if announce:
                 self.executor.notifier.publish(at.thread_id)
         return decision
 
-    def send(self, checkpoint: Checkpoint) -> None:
+    def send(self, checkpoint: Checkpoint, carried: bool = False) -> None:
+        """Send ``checkpoint``'s tasks; ``carried``: the checkpoint is in the result backend."""
         for task in checkpoint.tasks:
-            self.executor._send_node(self.envelope(checkpoint, task), task)
+            self.executor._send_node(self.envelope(checkpoint, task), task, carried)
+
+    def store_step(self, checkpoint: Checkpoint) -> Checkpoint:
+        """Store a step's checkpoint (the run's last goes with its stall timer)."""
+        if _loop.has_pending(checkpoint):
+            return self.saver.put(checkpoint)
+        # The run's last: its stall timer goes too.  The run index first, so that whoever
+        # sees the run complete finds its record (if this put is refused, the run ends
+        # another way, and that is recorded after).
+        self.record(checkpoint, RunStatus.COMPLETED)
+        return self.saver.put_with_timer(checkpoint, None)
 
     # -- the node task --------------------------------------------------------------------------
 
     def run_node(
-        self, envelope: TaskEnvelope, retries: int, retry: Any, redelivered: bool = False
+        self,
+        envelope: TaskEnvelope,
+        retries: int,
+        retry: Any,
+        redelivered: bool = False,
+        carried: bool = False,
     ) -> dict[str, Any]:
         """The body of a node task; ``retry(countdown, exc)`` asks Celery to retry it;
-        ``redelivered``: the broker delivers the message again (its worker process died).
+        ``redelivered``: the broker delivers the message again (its worker process died);
+        ``carried``: the step's checkpoint is carried in the result backend (durability exit).
 
         One read (the checkpoint, its writes, its parent's marks) and, for a step of one task,
         one compare-and-set write: the update goes straight into the next checkpoint.  A step of
         several tasks records each update as a pending write first.  A node that fails for good
         raises (after its failure is recorded), so Celery records the task as failed.
         """
-        view = self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
+        held: Carried | None = None
+        if carried:
+            view, held = carried_steps.carried_view(self, envelope, redelivered)
+        else:
+            view = self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
         checkpoint = view.checkpoint
         if checkpoint is None:
             log.warning(
@@ -294,8 +328,9 @@ class GraphRuntime:
             endings.count_delivery(self, checkpoint, task, marks)
         # A sibling failed or was interrupted: this node still runs and records its update, as
         # every node of a step does in process, so that a resume finds the same writes.
+        parent_marks = view.parent_markers.values()
         result = run_sync(
-            self._run_task(checkpoint, task, marks, view.parent_markers.values(), retries, retry)
+            self._run_task(checkpoint, task, marks, parent_marks, retries, retry, held)
         )
         return result.to_data()
 
@@ -314,9 +349,11 @@ class GraphRuntime:
         parent_marks: Iterable[PendingWrite],
         retries: int,
         retry: Any,
+        carried: Carried | None = None,
     ) -> TaskResult:
         """Run the node (unless its update is in), record the update, and carry out what the
-        run loop decides for the step: one pass on the event loop for the whole task."""
+        run loop decides for the step: one pass on the event loop for the whole task.  A
+        ``carried`` checkpoint is stored before the run parks or fails there."""
         saver = self.saver
         config = self.config_of(checkpoint)
         notifier = self.executor.notifier
@@ -331,6 +368,11 @@ class GraphRuntime:
                 update = await self.engine.runner.run_task(task, checkpoint.values, config)
             except GraphInterrupt as interrupt:
                 parking = parking_of(task.node, interrupt)
+                if carried is not None:
+                    stored = carried_steps.materialize(self, carried)
+                    if stored is None:
+                        return TaskResult(TaskStatus.MERGED_ELSEWHERE, task.node)
+                    checkpoint = stored
                 self.mark_parked(checkpoint, parking)
                 return TaskResult(TaskStatus.INTERRUPTED, task.node)
             except Exception as raised:
@@ -344,6 +386,8 @@ class GraphRuntime:
                     and attempt < policy.max_attempts
                 ):
                     retry(policy.delay(attempt), error)
+                if carried is not None:
+                    checkpoint = carried_steps.materialize(self, carried) or checkpoint
                 self.mark_failed(checkpoint, Failure.of_error(task.node, error))
                 if isinstance(error, GraphError):
                     raise
@@ -372,7 +416,7 @@ class GraphRuntime:
         # The task's result, stored once this returns, wakes the run's followers when the
         # backend publishes it; else the worker publishes a wake-up for the step.
         announce = not self.executor.notifier.steps_published_by_backend
-        return await self._commit(checkpoint, marks.updates, config, announce)
+        return await self._commit(checkpoint, marks.updates, config, announce, carried)
 
     def commit(self, checkpoint: Checkpoint, writes: Mapping[str, Mapping[str, Any]]) -> TaskResult:
         """Store the next checkpoint from every update of ``checkpoint``'s step, and go on."""
@@ -385,37 +429,23 @@ class GraphRuntime:
         writes: Mapping[str, Mapping[str, Any]],
         config: RunnableConfig,
         announce: bool,
+        carried: Carried | None = None,
     ) -> TaskResult:
-        saver = self.saver
-
-        def store(new: Checkpoint) -> Checkpoint:
-            if _loop.has_pending(new):
-                return saver.put(new)
-            # The run's last: its stall timer goes too.  The run index first, so that whoever
-            # sees the run complete finds its record (if this put is refused, the run ends
-            # another way, and that is recorded after).
-            self.record(new, RunStatus.COMPLETED)
-            return saver.put_with_timer(new, None)
-
+        if config.durability == "exit":
+            # the step's checkpoint came from the result backend, or else from the store (where
+            # the run's stall timer was last armed or seen progressing)
+            kept = carried is not None
+            if carried is None:
+                carried = Carried(checkpoint, checkpoint.checkpoint_id, checkpoint.created_at)
+            return await carried_steps.commit_carried(
+                self, checkpoint, writes, config, carried, kept
+            )
         try:
-            result = await self.engine.finish(checkpoint, writes, config, store)
+            result = await self.engine.finish(checkpoint, writes, config, self.store_step)
         except CheckpointConflictError:
             return TaskResult(TaskStatus.MERGED_ELSEWHERE)
         except GraphError as error:
-            # Every node ran: keep their updates (a step of one task has not recorded its
-            # update yet), as the in-process executor does, so that a resume merges them again.
-            if len(checkpoint.tasks) == 1:
-                only = checkpoint.tasks[0]
-                # (not kept if the update itself is what the store refuses)
-                with contextlib.suppress(SerializationError):
-                    self.saver.put_writes(
-                        checkpoint.thread_id,
-                        checkpoint.checkpoint_id,
-                        only.id,
-                        only.node,
-                        dict(writes.get(only.id) or {}),
-                    )
-            self.mark_failed(checkpoint, Failure.of_error(checkpoint.next[-1], error))
+            self.step_failed(checkpoint, writes, error)
             raise
         new = result.checkpoint
         # (each way on wakes the thread's followers once: a mark, the completion, the send)
@@ -431,13 +461,38 @@ class GraphRuntime:
             )
             if decision.error is not None:
                 raise decision.error  # the run failed on its way to the next step
+        return self.merged(new)
+
+    def merged(self, new: Checkpoint) -> TaskResult:
+        """The result of the task that stored ``new``: with the final state when the run ended
+        there (a node task's result is never bigger than the run's final state)."""
+        final = not _loop.has_pending(new)
         return TaskResult(
             TaskStatus.MERGED,
             checkpoint_id=new.checkpoint_id,
             step=new.step,
             next=new.next,
-            state=self.serializer.to_jsonable(new.values),
+            state=self.serializer.to_jsonable(new.values) if final else None,
         )
+
+    def step_failed(
+        self, checkpoint: Checkpoint, writes: Mapping[str, Mapping[str, Any]], error: GraphError
+    ) -> None:
+        """Every node of ``checkpoint``'s step ran but the step failed as a whole (a route, a
+        reducer): keep their updates (a step of one task has not recorded its update yet), as
+        the in-process executor does, so that a resume merges them again; the run fails."""
+        if len(checkpoint.tasks) == 1:
+            only = checkpoint.tasks[0]
+            # (not kept if the update itself is what the store refuses)
+            with contextlib.suppress(SerializationError):
+                self.saver.put_writes(
+                    checkpoint.thread_id,
+                    checkpoint.checkpoint_id,
+                    only.id,
+                    only.node,
+                    dict(writes.get(only.id) or {}),
+                )
+        self.mark_failed(checkpoint, Failure.of_error(checkpoint.next[-1], error))
 
     def resume(self, envelope: TaskEnvelope) -> dict[str, Any]:
         """The body of the resume task: carry out the resumed checkpoint's next decision."""

@@ -1,0 +1,171 @@
+"""The node task's side of ``durability="exit"`` (the result backend's side is
+``worker/carry.py``): a step's checkpoint carried to the next step's task instead of the store,
+stored where the run stops, before a step of several tasks, on a redelivered message and on a
+cancel.  Functions of a :class:`~langgraph_celery.worker.runtime.GraphRuntime`, which calls
+them where its node task reads a step, commits it, or parks or fails a run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from langgraph_celery.checkpoint.base import Checkpoint, CheckpointKind, CheckpointView
+from langgraph_celery.errors import CheckpointConflictError, GraphError
+from langgraph_celery.graph import _loop
+from langgraph_celery.graph._loop import Decision, Parking
+from langgraph_celery.graph.config import RunnableConfig
+from langgraph_celery.worker import names
+from langgraph_celery.worker.carry import Carried, carried_id
+from langgraph_celery.worker.envelope import TaskEnvelope
+from langgraph_celery.worker.results import TaskResult, TaskStatus
+
+if TYPE_CHECKING:
+    from langgraph_celery.worker.runtime import GraphRuntime
+
+__all__ = [
+    "carried_view",
+    "carry_first",
+    "commit_carried",
+    "materialize",
+    "stored_view",
+    "watched",
+]
+
+
+def carry_first(runtime: GraphRuntime, checkpoint: Checkpoint, decision: Decision) -> bool:
+    """With durability "exit", put a new run's first checkpoint (stored) in the result
+    backend too, for its first task to read there (no read of the store); whether it did.
+    Not a resume's or a fork's: their tasks find the updates carried over in the store."""
+    if checkpoint.kind is not CheckpointKind.INPUT:
+        return False
+    if not _loop.keeps_unstored(runtime.config_of(checkpoint).durability, decision, fan_out=False):
+        return False
+    stored = Carried(checkpoint, checkpoint.checkpoint_id, checkpoint.created_at)
+    runtime.carrier.put(stored)
+    return True
+
+
+def materialize(runtime: GraphRuntime, carried: Carried, put: bool = True) -> Checkpoint | None:
+    """Store a carried checkpoint after the run's last stored one (a copy of the step may
+    have stored it already: then that one), and remove it from the result backend (unless
+    it was never ``put`` there);
+    ``None`` if another copy of the run stored another checkpoint at its step (it goes on,
+    this one stops)."""
+    if carried.checkpoint.checkpoint_id == carried.stored_id:
+        if put:  # (a run's first checkpoint, stored, carried to its first task as well)
+            runtime.carrier.forget(carried.stored_id)
+        return carried.checkpoint
+    checkpoint = _loop.rebased(carried.checkpoint, carried.stored_id)
+    try:
+        stored: Checkpoint | None = runtime.store_step(checkpoint)
+    except CheckpointConflictError:
+        stored = runtime.saver.get(checkpoint.thread_id, checkpoint.checkpoint_id)
+    if put:  # (the store has it now)
+        runtime.carrier.forget(checkpoint.checkpoint_id)
+    return stored
+
+
+def watched(runtime: GraphRuntime, checkpoint: Checkpoint, since: datetime) -> datetime:
+    """Push the run's stall timer back when it was last pushed a quarter of
+    ``stalled_after`` ago (a run whose steps are carried stores nothing the reaper would
+    see progress in); when it was pushed."""
+    stalled_after = timedelta(seconds=runtime.executor.stalled_after)
+    now = datetime.now(UTC)
+    if now - since < stalled_after / 4:
+        return since
+    runtime.saver.set_timer(
+        checkpoint.thread_id,
+        checkpoint.run_id,
+        runtime.graph_id,
+        names.STALL_TIMER,
+        now + stalled_after,
+    )
+    return now
+
+
+def stored_view(runtime: GraphRuntime, envelope: TaskEnvelope) -> CheckpointView:
+    """The store's view of ``envelope``'s checkpoint; a carried one is stored first (a run
+    that ends from outside its nodes -- revoked, killed -- ends where it was)."""
+    view = runtime.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
+    if view.checkpoint is None:
+        carried, _ = runtime.carrier.get(envelope.checkpoint_id, envelope.run_id)
+        if carried is not None and materialize(runtime, carried) is not None:
+            view = runtime.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
+    return view
+
+
+def carried_view(
+    runtime: GraphRuntime, envelope: TaskEnvelope, redelivered: bool
+) -> tuple[CheckpointView, Carried | None]:
+    """What a node task whose step's checkpoint is carried runs from: the carried checkpoint
+    (with no writes: its step has one task), or, stored first, the stored one when the run
+    was cancelled meanwhile or the message comes again (its worker died): from there the
+    step goes as in "sync".  The store's view when nothing is carried (stored already)."""
+    carried, cancelled = runtime.carrier.get(envelope.checkpoint_id, envelope.run_id)
+    if carried is not None:
+        if not redelivered and not cancelled:
+            return CheckpointView(carried.checkpoint), carried
+        materialize(runtime, carried)
+    return runtime.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id), None
+
+
+async def commit_carried(
+    runtime: GraphRuntime,
+    checkpoint: Checkpoint,
+    writes: Mapping[str, Mapping[str, Any]],
+    config: RunnableConfig,
+    carried: Carried,
+    kept: bool,
+) -> TaskResult:
+    """Commit a step of a run with durability "exit": the next checkpoint is carried in the
+    result backend to the next step's task when the run goes on with one task; else (it
+    stops there, or fans out) it is stored and the run goes on as in "sync"."""
+
+    def hold(new: Checkpoint) -> Checkpoint:  # (the same id for every copy of the step)
+        assert new.parent_id is not None
+        return dataclasses.replace(new, checkpoint_id=carried_id(new.parent_id))
+
+    try:
+        result = await runtime.engine.finish(checkpoint, writes, config, hold)
+        at, decision = result.checkpoint, None
+        if result.interruption is None:
+            at, decision = await runtime.engine.next_decision(at, config, hold)
+    except GraphError as error:
+        stored = materialize(runtime, carried)
+        if stored is not None:
+            runtime.step_failed(stored, writes, error)
+        raise
+    if decision is not None and _loop.keeps_unstored(config.durability, decision, fan_out=False):
+        watched_at = watched(runtime, at, carried.watched_at)
+        # (one carried state per run: the step's own goes as the next one is put)
+        forget = checkpoint.checkpoint_id if kept else None
+        runtime.carrier.put(Carried(at, carried.stored_id, watched_at), forget)
+        runtime.send(at, carried=True)
+        return TaskResult(
+            TaskStatus.CARRIED, checkpoint_id=at.checkpoint_id, step=at.step, next=at.next
+        )
+    stored = materialize(runtime, Carried(at, carried.stored_id, carried.watched_at), put=False)
+    if stored is None or stored.checkpoint_id != at.checkpoint_id:
+        return TaskResult(TaskStatus.MERGED_ELSEWHERE)
+    if result.interruption is not None or decision is None:
+        interruption = result.interruption
+        assert interruption is not None
+        runtime.mark_parked(
+            stored,
+            Parking(interruption.node_id, interruption.reason, dict(interruption.metadata)),
+        )
+    else:
+        decided = await runtime.advance(
+            stored,
+            announce=True,
+            timer_cleared=not _loop.has_pending(stored),
+            decision=decision,
+        )
+        if decided.error is not None:
+            raise decided.error
+    if kept:
+        runtime.carrier.forget(checkpoint.checkpoint_id)
+    return runtime.merged(stored)

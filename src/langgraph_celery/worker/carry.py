@@ -1,0 +1,150 @@
+"""How a run with ``durability="exit"`` goes from one step to the next on Celery without the
+checkpoint store: the checkpoint a step commits is *carried* in the result backend.
+
+The node task that commits a step computes the next checkpoint, puts it under its key in the
+result backend (``lgc:carried:<checkpoint_id>``, JSON, expiring after ``result_expires``), and
+sends the next step's task with the header ``lgc_carried``; that task reads the checkpoint
+there instead of the store.  Where the run stops (completes, parks, fails, is cancelled), at a
+step of several tasks, and on a redelivered message, the carried checkpoint is stored first
+(after the run's last stored one: :func:`~langgraph_celery.graph._loop.rebased`), and the run
+goes on from the store as in ``"sync"``.
+
+A carried checkpoint's id is made from its parent's (:func:`carried_id`): a message delivered
+twice, or a step re-dispatched by the reaper from the last stored checkpoint, computes the same
+ids again, so two copies of a run converge on the same checkpoints and the store keeps one of
+each (the second ``put`` is a :class:`~langgraph_celery.errors.CheckpointConflictError`).
+
+Only the latest carried checkpoint of a run is kept: the one before it is removed as the next one
+is put, so a run holds one state in the result backend at a time.  A client that cancels such a
+run marks its last stored checkpoint, as always, and leaves a sign in the backend
+(``lgc:cancelled:<run_id>``) that the next carried step reads with its checkpoint, in the same
+round trip: that step stores its checkpoint and stops there.  Keys: ``worker/names.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from langgraph_celery.checkpoint.base import Checkpoint
+from langgraph_celery.errors import GraphStateError
+from langgraph_celery.serde import JsonSerializer
+from langgraph_celery.worker import names
+
+__all__ = ["HEADER", "Carried", "Carrier", "carried_id", "check_backend"]
+
+#: The message header of a node task whose step's checkpoint is carried (not in the store).
+HEADER = names.CARRIED_HEADER
+_KEY = names.CARRIED_KEY
+_CANCEL = names.CANCELLED_KEY
+
+
+def carried_id(parent_id: str) -> str:
+    """The id of the checkpoint computed after ``parent_id`` by a carried step: the same for
+    every copy of the step (32 hex digits, as :func:`~langgraph_celery.graph._engine.new_id`)."""
+    return hashlib.sha256(f"carried:{parent_id}".encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Carried:
+    """A checkpoint in the result backend: ``stored_id`` is the run's last stored checkpoint
+    (where a crash restarts it, whose marks tell a cancel); ``watched_at`` when the run's stall
+    timer was last pushed back."""
+
+    checkpoint: Checkpoint
+    stored_id: str
+    watched_at: datetime
+
+
+def check_backend(app: Any) -> None:
+    """Refuse ``durability="exit"`` on an app whose result backend cannot carry state."""
+    if not _key_value(app.backend):
+        raise GraphStateError(
+            f"durability='exit' on Celery carries each step's state in the result backend, "
+            f"which must be a key-value store (redis://...); this app's is "
+            f"{type(app.backend).__name__}: configure result_backend='redis://...', or run "
+            "with durability='sync' or 'async'"
+        )
+
+
+def _key_value(backend: Any) -> bool:
+    return all(callable(getattr(backend, name, None)) for name in ("get", "mget", "set", "delete"))
+
+
+class Carrier:
+    """Puts, reads and removes carried checkpoints in ``app``'s result backend, and the cancel
+    signs clients leave there for them (a carried step checks both in one round trip)."""
+
+    def __init__(self, app: Any, serializer: JsonSerializer) -> None:
+        self.app = app
+        self.serializer = serializer
+
+    def put(self, carried: Carried, forget: str | None = None) -> int:
+        """Store ``carried`` (and remove the carried checkpoint ``forget``, the step it was
+        computed from); the size of what was stored (bytes)."""
+        checkpoint = carried.checkpoint
+        data = self.serializer.dumps(
+            {
+                "thread_id": checkpoint.thread_id,
+                "checkpoint_id": checkpoint.checkpoint_id,
+                "run_id": checkpoint.run_id,
+                "step": checkpoint.step,
+                "parent_id": checkpoint.parent_id,
+                "created_at": checkpoint.created_at,
+                "body": checkpoint.body(),
+                "stored_id": carried.stored_id,
+                "watched_at": carried.watched_at,
+            }
+        )
+        self._set(_KEY + checkpoint.checkpoint_id, data, forget)
+        return len(data)
+
+    def get(self, checkpoint_id: str, run_id: str) -> tuple[Carried | None, bool]:
+        """The carried checkpoint ``checkpoint_id`` of run ``run_id`` (``None`` if there is
+        none), and whether the run was cancelled at its last stored checkpoint (a client's
+        :meth:`cancel`): one round trip."""
+        raw, cancelled_at = self.app.backend.mget([_KEY + checkpoint_id, _CANCEL + run_id])
+        if raw is None:
+            return None, False
+        data = self.serializer.loads(raw.decode() if isinstance(raw, bytes) else raw)
+        stored_id = data["stored_id"]
+        if isinstance(cancelled_at, bytes):
+            cancelled_at = cancelled_at.decode()
+        checkpoint = Checkpoint.from_body(
+            data["body"],
+            thread_id=data["thread_id"],
+            checkpoint_id=data["checkpoint_id"],
+            run_id=data["run_id"],
+            step=data["step"],
+            parent_id=data["parent_id"],
+            created_at=data["created_at"],
+        )
+        return Carried(checkpoint, stored_id, data["watched_at"]), cancelled_at == stored_id
+
+    def forget(self, checkpoint_id: str) -> None:
+        self.app.backend.delete(_KEY + checkpoint_id)
+
+    def cancel(self, checkpoint: Checkpoint) -> None:
+        """Tell the carried steps of ``checkpoint``'s run that it was cancelled there, at its
+        last stored checkpoint (a client's cancel also marks it in the store; a resume stores
+        another checkpoint, so the sign no longer applies to the run's later steps)."""
+        self._set(_CANCEL + checkpoint.run_id, checkpoint.checkpoint_id)
+
+    def _set(self, key: str, value: str, forget: str | None = None) -> None:
+        """Set ``key`` (expiring as the backend's results do) and remove the carried checkpoint
+        ``forget``: on Redis in one round trip, without the publication Celery's ``set`` adds."""
+        backend = self.app.backend
+        client: Any = getattr(backend, "client", None)
+        if not callable(getattr(client, "pipeline", None)):
+            backend.set(key, value)
+            if forget is not None:
+                self.forget(forget)
+            return
+        expires = int(getattr(backend, "expires", 0) or 0)
+        with client.pipeline() as pipe:
+            pipe.set(key, value, ex=expires if expires > 0 else None)
+            if forget is not None:
+                pipe.delete(_KEY + forget)
+            pipe.execute()

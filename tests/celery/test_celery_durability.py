@@ -1,0 +1,191 @@
+"""SPEC §10 on Celery workers: ``durability="exit"`` carries each step's checkpoint to the next
+step's task in the result backend and stores only where the run stops (and before a step of
+several tasks); the outcome and the stored states are those of ``"sync"``; duplicated messages
+apply nothing twice; task results stay small and expire."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from lgc_graphs import SCENARIOS
+
+from celery_support import CeleryStack, wait_until
+from langgraph_celery import (
+    START,
+    CompileConfig,
+    CompiledGraph,
+    GraphError,
+    GraphInput,
+    RunnableConfig,
+)
+from langgraph_celery.checkpoint import MemorySaver, RunStatus
+from langgraph_celery.worker.names import celery_task_id
+
+
+def run_calls(graph: CompiledGraph, name: str, thread: str, mode: str) -> dict[str, Any]:
+    """The scenario's calls on ``thread`` in ``mode``: how each ended, the final state, the
+    stored history (step, node, next, state), oldest first."""
+    config = RunnableConfig(thread_id=thread, durability=mode)  # type: ignore[arg-type]
+    outcomes: list[Any] = []
+    for graph_input, _ in SCENARIOS[name].calls:
+        stream = graph.stream(graph_input, config)
+        try:
+            for _ in stream:
+                pass
+        except GraphError as error:
+            outcomes.append(type(error).__name__)
+            continue
+        result = stream.result
+        if result.is_interruption_metadata():
+            outcomes.append(("interrupted", result.as_interruption_metadata().node_id))
+        else:
+            outcomes.append(("completed", result.as_state_data()))
+    history = graph.get_state_history(config)
+    return {
+        "outcomes": outcomes,
+        "state": dict(graph.get_state(config).state.data),
+        "history": [(s.step, s.node, s.next, dict(s.state.data)) for s in reversed(history)],
+        "parents": [
+            (s.config.checkpoint_id, s.parent_config.checkpoint_id if s.parent_config else None)
+            for s in history
+        ],
+    }
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_exit_ends_alike_and_stores_a_part_of_what_sync_stores(
+    celery_stack: CeleryStack, name: str, thread: str
+) -> None:
+    scenario = SCENARIOS[name]
+    local = scenario.build().compile(
+        CompileConfig(checkpoint_saver=MemorySaver(), **scenario.compile)
+    )
+    expected = run_calls(local, name, thread, "sync")
+    remote = run_calls(celery_stack.graph(f"parity-{name}"), name, thread, "exit")
+
+    assert remote["outcomes"] == expected["outcomes"]
+    assert remote["state"] == expected["state"]
+    # every checkpoint stored is one "sync" stores too (same step, node, next and state), in
+    # the same order, the first and the last among them; each one's parent is stored
+    stored = remote["history"]
+    assert stored[0] == expected["history"][0]
+    assert stored[-1] == expected["history"][-1]
+    rest = iter(expected["history"])
+    assert all(any(entry == other for other in rest) for entry in stored)
+    ids = {checkpoint_id for checkpoint_id, _ in remote["parents"]}
+    assert all(parent is None or parent in ids for _, parent in remote["parents"])
+
+
+def test_exit_stores_only_the_start_and_the_end_of_a_chain(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    graph = celery_stack.graph("parity-chain")
+    config = RunnableConfig(thread_id=thread, durability="exit")
+    carried_before = set(redis_client.scan_iter("lgc:carried:*"))
+    handle = graph.start({"topic": "x"}, config)
+    result = handle.wait(timeout=30)
+    assert result.as_state_data()["log"] == ["a", "b", "c"]
+    history = graph.get_state_history(config)
+    assert [(s.step, s.node) for s in history] == [(2, "c"), (-1, START)]
+    assert handle.status() == "completed"
+    record = celery_stack.saver.get_run(handle.run_id)
+    assert record is not None and record.status is RunStatus.COMPLETED
+
+    # b's and c's steps were carried: their tasks' results say so, and name the checkpoint
+    first = history[-1]
+    first_task = celery_stack.app.AsyncResult(
+        celery_task_id(handle.run_id, first.config.checkpoint_id or "", "a")
+    )
+    wait_until(lambda: first_task.state == "SUCCESS", 10, 0.02, "a's task")
+    carried = first_task.result
+    assert carried["status"] == "carried"
+    assert carried["next"] == ["b"]
+    assert "state" not in carried
+    # only one carried state per run at a time, and none once the run has ended
+    celery_stack.wait_until_quiet()
+    assert set(redis_client.scan_iter("lgc:carried:*")) == carried_before
+
+
+def test_task_results_hold_the_state_only_at_the_end_and_expire(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    graph = celery_stack.graph("parity-chain")
+    config = RunnableConfig(thread_id=thread)
+    final = graph.invoke({"topic": "x"}, config)
+    history = list(reversed(graph.get_state_history(config)))
+    run_id = _run_of(celery_stack, thread)
+    results = []
+    for snapshot in history[:-1]:
+        task_id = celery_task_id(run_id, snapshot.config.checkpoint_id or "", snapshot.next[0])
+        result = celery_stack.app.AsyncResult(task_id)
+        wait_until(lambda r=result: r.state == "SUCCESS", 10, 0.02, "a node task")
+        results.append(result.result)
+        ttl = redis_client.ttl(f"celery-task-meta-{task_id}")
+        assert 0 < ttl <= 3600  # the executor's result_expires
+    assert [r["status"] for r in results] == ["merged", "merged", "merged"]
+    assert ["state" in r for r in results] == [False, False, True]
+    assert results[-1]["state"] == dict(final.data)
+
+
+def _run_of(celery_stack: CeleryStack, thread: str) -> str:
+    latest = celery_stack.saver.get(thread)
+    assert latest is not None
+    return latest.run_id
+
+
+def test_exit_duplicated_messages_apply_nothing_twice(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    """Every message of a run with durability "exit" delivered again (the carried ones with
+    their header) once it ended: the stored state and history do not change."""
+    graph = celery_stack.graph("slow")
+    config = RunnableConfig(thread_id=thread, durability="exit")
+    state = graph.invoke({"thread": thread}, config)
+    assert state.data["log"] == ["a", "b", "c"]
+    history = [s.config.checkpoint_id for s in graph.get_state_history(config)]
+    assert len(history) == 2
+    run_id = _run_of(celery_stack, thread)
+    first = celery_stack.saver.list(thread)[-1]
+    task = celery_stack.app.AsyncResult(celery_task_id(run_id, first.checkpoint_id, "a"))
+    wait_until(lambda: task.state == "SUCCESS", 10, 0.02, "a's task")
+    carried_id = task.result["checkpoint_id"]
+    b_kwargs = {**task.kwargs, "node": "b", "task_id": "b", "checkpoint_id": carried_id}
+    b_kwargs["step"] = task.result["step"]
+    app = celery_stack.app
+    app.send_task(task.name, kwargs=task.kwargs, task_id=task.id)
+    app.send_task(
+        task.name.replace(".a", ".b"),
+        kwargs=b_kwargs,
+        task_id=celery_task_id(run_id, carried_id, "b"),
+        headers={"lgc_carried": True},
+    )
+    wait_until(lambda: int(redis_client.get(f"calls:{thread}:a")) == 2, 10, 0.05, "a again")
+    celery_stack.wait_until_quiet()  # and whatever the duplicates sent has run
+    assert graph.get_state(config).state.data == state.data
+    assert [s.config.checkpoint_id for s in graph.get_state_history(config)] == history
+
+
+def test_exit_a_cancelled_run_stops_at_its_next_step_stored_and_resumable(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    graph = celery_stack.graph("slow")
+    config = RunnableConfig(thread_id=thread, durability="exit")
+    redis_client.set(f"hold:{thread}:b", 1)  # b waits until the run is cancelled
+    handle = graph.start({"thread": thread}, config)
+    wait_until(lambda: redis_client.get(f"started:{thread}:b"), 10, 0.01, "node b to start")
+    assert handle.cancel() is True
+    redis_client.delete(f"hold:{thread}:b")
+    celery_stack.wait_until_quiet()
+
+    assert redis_client.get(f"started:{thread}:c") is None  # stopped before c
+    assert handle.status() == "cancelled"
+    snapshot = graph.get_state(config)
+    assert snapshot.next == ("c",)  # b's step, carried, was stored where the run stopped
+    assert snapshot.state.data["log"] == ["a", "b"]
+    record = celery_stack.saver.get_run(handle.run_id)
+    assert record is not None and record.status is RunStatus.CANCELLED
+
+    result = graph.invoke(GraphInput.resume(), config)
+    assert result.data["log"] == ["a", "b", "c"]
+    assert int(redis_client.get(f"calls:{thread}:b")) == 1
