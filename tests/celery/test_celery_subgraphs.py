@@ -8,10 +8,17 @@ from __future__ import annotations
 from typing import Any
 
 from celery.result import AsyncResult
-from lgc_subgraphs import sub_nested
+from lgc_subgraphs import sub_nested, sub_streaming
 
 from celery_support import CeleryStack, run_client, wait_until
-from langgraph_celery import CompileConfig, GraphInput, RunnableConfig
+from langgraph_celery import (
+    CompileConfig,
+    GraphInput,
+    NodeOutput,
+    RunnableConfig,
+    StreamingOutput,
+    StreamMode,
+)
 from langgraph_celery.checkpoint import CheckpointKind, MemorySaver, RunStatus
 from langgraph_celery.worker.names import celery_task_id, node_task_name
 
@@ -208,3 +215,50 @@ def test_cancelling_the_parent_cancels_its_child_run(
     state = graph.invoke(GraphInput.resume(), config, timeout=60)
     assert state.value("messages") == ["[s1]", "[s2]", "[after]"]
     assert int(redis_client.get(f"started:{thread}:s1")) == 1
+
+
+def streamed(outputs: list[NodeOutput]) -> list[tuple[str, str, Any, Any, Any]]:
+    """What a client saw: each output's kind, node, chunk, the state's messages and update."""
+    return [
+        (
+            type(o).__name__,
+            o.node,
+            o.chunk if isinstance(o, StreamingOutput) else None,
+            o.state.value("messages") if o.state is not None else None,
+            o.update,
+        )
+        for o in outputs
+    ]
+
+
+def test_a_child_runs_outputs_stream_to_the_parents_clients_as_in_process(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    """The child's and the grandchild's node outputs and chunks reach the clients streaming the
+    root run (``stream()``; ``RunHandle.stream()`` follows the same way), in order, each once,
+    with the child's node ids and state: as in process."""
+    graph = celery_stack.graph("sub-streaming")
+    local = sub_streaming().compile(
+        CompileConfig(checkpoint_saver=MemorySaver(), graph_id="sub-streaming")
+    )
+    for mode in (StreamMode.VALUES, StreamMode.UPDATES):
+        run = f"{thread}-{mode.value}"
+        config = RunnableConfig(thread_id=run, stream_mode=mode)
+        expected = streamed(list(local.stream({"thread": run}, config)))
+        assert ("StreamingOutput", "i1", "i1-1", ["[top]", "[o1]"], None) in expected
+        assert [e[1] for e in expected if e[0] == "NodeOutput"] == [
+            "__START__",
+            "top",
+            "o1",
+            "o1",
+            "i1",
+            "i1",
+            "i2",
+            "inner",
+            "o2",
+            "outer",
+            "tail",
+            "tail",
+            "__END__",
+        ]
+        assert streamed(list(graph.stream({"thread": run}, config, timeout=60))) == expected
