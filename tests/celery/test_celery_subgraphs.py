@@ -5,6 +5,7 @@ parent and a resume from another process resumes the child; graphs in
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from celery.result import AsyncResult
@@ -12,6 +13,7 @@ from lgc_subgraphs import sub_nested, sub_streaming
 
 from celery_support import CeleryStack, run_client, wait_until
 from langgraph_celery import (
+    END,
     CompileConfig,
     GraphInput,
     NodeOutput,
@@ -262,3 +264,46 @@ def test_a_child_runs_outputs_stream_to_the_parents_clients_as_in_process(
             "__END__",
         ]
         assert streamed(list(graph.stream({"thread": run}, config, timeout=60))) == expected
+
+
+def test_lg4j_compiled_subgraph_stream_cancelled_inside_the_child(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    """CancellationTest.compiledSubGraphCancelTest on workers: the parent's stream cancelled
+    while a node of the child runs ends before END with an empty result; the child run is
+    cancelled with it (its running node finishes, the next never starts)."""
+    graph = celery_stack.graph("sub-slow")
+    config = RunnableConfig(thread_id=thread)
+    redis_client.set(f"hold:{thread}:s1", 1)
+    try:
+        stream = graph.stream({"thread": thread}, config, timeout=60)
+        outputs: list[str] = []
+
+        def follow() -> None:
+            outputs.extend(output.node for output in stream)
+
+        follower = threading.Thread(target=follow)
+        follower.start()
+        wait_until(lambda: redis_client.get(f"started:{thread}:s1") is not None, 30, 0.01, "s1")
+        stream.cancel()
+
+        def cancelled() -> bool:  # (the follower carries the cancel out when it wakes)
+            runs = celery_stack.saver.list_runs(graph_id="sub-slow", limit=500)
+            return any(r.status is RunStatus.CANCELLED for r in runs if r.thread_id == thread)
+
+        wait_until(cancelled, 30, 0.01, "the stream's cancel")
+    finally:
+        redis_client.delete(f"hold:{thread}:s1")
+    follower.join(60)
+    assert not follower.is_alive()
+    assert stream.is_cancelled() and stream.result.is_empty()
+    assert outputs[-1] != END and "after" not in outputs
+
+    def child_stopped() -> bool:
+        latest = celery_stack.saver.get(f"{thread}/sub")
+        return latest is not None and latest.next == ("s2",)
+
+    wait_until(child_stopped, 30, 0.05, "the child to stop before s2")
+    runs = celery_stack.saver.list_runs(graph_id="sub-slow/sub", limit=500)
+    assert [r.status for r in runs if r.thread_id == f"{thread}/sub"] == [RunStatus.CANCELLED]
+    assert redis_client.get(f"started:{thread}:s2") is None
