@@ -374,14 +374,18 @@ class CeleryExecutor:
 
     # -- sending ----------------------------------------------------------------------------------
 
-    def _send_node(self, envelope: TaskEnvelope, task: PendingTask) -> None:
+    def _send_node(
+        self, envelope: TaskEnvelope, task: PendingTask, parent: str | None = None
+    ) -> None:
+        """``parent``: of a child run's task, the parent's thread and the subgraph's path,
+        shown with its arguments (in Flower)."""
         # the queue comes from app.conf.task_routes (the executor's routes first)
         self.app.send_task(
             names.node_task_name(envelope.graph_id, task.node),
             kwargs=envelope.to_message(),
             task_id=names.celery_task_id(envelope.run_id, envelope.checkpoint_id, task.id),
             argsrepr="()",
-            kwargsrepr=_summary(envelope),
+            kwargsrepr=_summary(envelope, parent),
         )
 
     def _send_resume(self, envelope: TaskEnvelope) -> None:
@@ -437,10 +441,10 @@ def _time_limits(timeout: float | None) -> dict[str, float]:
     return {"soft_time_limit": timeout, "time_limit": timeout + max(2.0, timeout * 0.1)}
 
 
-def _summary(envelope: TaskEnvelope) -> str:
+def _summary(envelope: TaskEnvelope, parent: str | None = None) -> str:
     """What Flower and the logs show for a task's arguments (without building a repr)."""
     node = f" node={envelope.node}" if envelope.node else ""
     return (
         f"{{graph={envelope.graph_id}{node} thread={envelope.thread_id} run={envelope.run_id} "
-        f"step={envelope.step} checkpoint={envelope.checkpoint_id}}}"
+        f"step={envelope.step} checkpoint={envelope.checkpoint_id}{parent or ''}}}"
     )

@@ -231,8 +231,9 @@ class GraphRuntime:
         return decision
 
     def send(self, checkpoint: Checkpoint) -> None:
+        parent = subgraphs.shown_parent(checkpoint)
         for task in checkpoint.tasks:
-            self.executor._send_node(self.envelope(checkpoint, task), task)
+            self.executor._send_node(self.envelope(checkpoint, task), task, parent)
 
     # -- the node task --------------------------------------------------------------------------
 

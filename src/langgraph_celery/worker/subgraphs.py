@@ -57,6 +57,7 @@ __all__ = [
     "child_parked",
     "parent_of",
     "register_children",
+    "shown_parent",
     "start_child",
     "stream_root",
 ]
@@ -88,6 +89,17 @@ def parent_of(checkpoint: Checkpoint) -> Mapping[str, Any] | None:
     """The reference to the parent's step a child run's checkpoint carries (on Celery)."""
     ref = checkpoint.extra.get(Extra.PARENT) if checkpoint.extra else None
     return ref if isinstance(ref, Mapping) and "checkpoint_id" in ref else None
+
+
+def shown_parent(checkpoint: Checkpoint) -> str | None:
+    """For the tasks of a child run's step, what Flower shows of the parent with their
+    arguments: the parent's thread and the subgraph's path (``/``-joined node path, the root
+    graph's id first when it has one); ``None`` for a root run's."""
+    ref = parent_of(checkpoint)
+    if ref is None:
+        return None
+    path = "/".join(str(part) for part in ref.get("path", ()))
+    return f" parent_thread={ref.get('thread_id')} subgraph={path}"
 
 
 def stream_root(checkpoint: Checkpoint) -> Mapping[str, Any] | None:
