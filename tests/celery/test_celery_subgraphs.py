@@ -22,7 +22,7 @@ from langgraph_celery import (
     StreamMode,
 )
 from langgraph_celery.checkpoint import CheckpointKind, MemorySaver, RunStatus
-from langgraph_celery.worker.names import celery_task_id, node_task_name
+from langgraph_celery.worker.names import celery_task_id, node_task_name, run_outputs_channel
 
 FINAL = [
     "[NODE1]",
@@ -307,3 +307,35 @@ def test_lg4j_compiled_subgraph_stream_cancelled_inside_the_child(
     runs = celery_stack.saver.list_runs(graph_id="sub-slow/sub", limit=500)
     assert [r.status for r in runs if r.thread_id == f"{thread}/sub"] == [RunStatus.CANCELLED]
     assert redis_client.get(f"started:{thread}:s2") is None
+
+
+def test_a_run_handles_stream_gets_the_child_runs_outputs(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    """``RunHandle.stream()`` attached while the child's first node runs: the child's outputs
+    (``s1``, ``s2``, with the child's state) come before the subgraph node's, each once."""
+    graph = celery_stack.graph("sub-slow")
+    redis_client.set(f"hold:{thread}:s1", 1)
+    try:
+        handle = graph.start({"thread": thread}, RunnableConfig(thread_id=thread))
+        wait_until(lambda: redis_client.get(f"started:{thread}:s1") is not None, 30, 0.01, "s1")
+        followed: list[NodeOutput] = []
+        follower = threading.Thread(target=lambda: followed.extend(handle.stream()))
+        follower.start()
+        channel = run_outputs_channel(handle.run_id)
+
+        def subscribed() -> bool:  # (the follower listens to the run's outputs channel)
+            return bool(dict(redis_client.pubsub_numsub(channel)).get(channel.encode()))
+
+        wait_until(subscribed, 30, 0.01, "the follower to subscribe")
+    finally:
+        redis_client.delete(f"hold:{thread}:s1")
+    follower.join(60)
+    assert not follower.is_alive()
+    assert [(o.node, o.state.value("messages")) for o in followed] == [
+        ("s1", ["[s1]"]),
+        ("s2", ["[s1]", "[s2]"]),
+        ("sub", ["[s1]", "[s2]"]),
+        ("after", ["[s1]", "[s2]", "[after]"]),
+        ("__END__", ["[s1]", "[s2]", "[after]"]),
+    ]
