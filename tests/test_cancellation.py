@@ -1,7 +1,7 @@
 """Cancelling a stream (SPEC §9), in process; LangGraph4j's ``CancellationTest`` is the
 reference (graphCancelTest: sync and async iteration; graphWithParallelNodesCancelTest: without
 and with interrupt, its ``node_completed`` count), with shorter delays.  Its
-compiledSubGraphCancelTest comes with subgraphs; the Celery runs are in
+compiledSubGraphCancelTest: cancelled inside the compiled subgraph; the Celery runs are in
 ``tests/celery/test_celery_run_loop.py`` and ``tests/celery/test_celery_streaming.py``."""
 
 from __future__ import annotations
@@ -250,3 +250,120 @@ def test_lg4j_parallel_nodes_cancelled_with_interrupt_async_iteration() -> None:
     assert asyncio.run(main()) == [START, "node_start"]
     assert sorted(completed) == ["agent_1", "agent_3"]
     assert cancelled == ["agent_2"]  # in its 5 s sleep
+
+
+# -- CancellationTest.compiledSubGraphCancelTest ---------------------------------------------------
+
+
+def lg4j_subgraph_parent(
+    completed: list[str], cancel_at: threading.Event, hold: float = 5.0
+) -> Any:
+    """NODE1 -> NODE2 -> NODE3 (the compiled NODE3.1 -> .. -> NODE3.4) -> NODE4 -> NODE5, each a
+    counting waiting node (``completed``; beyond the port, a cancelled wait is recorded as
+    ``"cancelled:<id>"``); the cancel comes while NODE3.2 waits ``hold`` seconds (``cancel_at``
+    is set when it starts; LangGraph4j cancels after three of its one-second nodes)."""
+
+    def waiting(name: str) -> Any:
+        delay = hold if name == "NODE3.2" else 0.02
+
+        async def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
+            if name == "NODE3.2":
+                cancel_at.set()
+            try:
+                await asyncio.sleep(delay)
+            except asyncio.CancelledError:
+                config.metadata["node_completed"].append(f"cancelled:{name}")
+                raise
+            config.metadata["node_completed"].append(name)
+            return {"messages": name}
+
+        return node
+
+    def chain(names: list[str], sub: Any = None) -> StateGraph:
+        graph = StateGraph({"messages": Channels.appender()})
+        previous = START
+        for name in names:
+            graph.add_node(name, sub if name == "NODE3" else waiting(name))
+            graph.add_edge(previous, name)
+            previous = name
+        return graph.add_edge(previous, END)
+
+    child = chain(["NODE3.1", "NODE3.2", "NODE3.3", "NODE3.4"]).compile()
+    return chain(["NODE1", "NODE2", "NODE3", "NODE4", "NODE5"], child).compile()
+
+
+def test_lg4j_compiled_subgraph_not_cancelled_runs_to_end() -> None:
+    completed: list[str] = []
+    cancel_at = threading.Event()
+    parent = lg4j_subgraph_parent(completed, cancel_at, hold=0.02)
+    config = RunnableConfig(metadata={"node_completed": completed})
+    stream = parent.stream(GraphInput.no_args(), config)
+    outputs = [output.node for output in stream]
+    assert not stream.is_cancelled()
+    assert outputs[-1] == END
+    assert outputs == [
+        START,
+        "NODE1",
+        "NODE2",
+        "NODE3.1",
+        "NODE3.2",
+        "NODE3.3",
+        "NODE3.4",
+        "NODE3",
+        "NODE4",
+        "NODE5",
+        END,
+    ]
+    assert stream.result.as_state_data()["messages"] == [
+        "NODE1",
+        "NODE2",
+        "NODE3.1",
+        "NODE3.2",
+        "NODE3.3",
+        "NODE3.4",
+        "NODE4",
+        "NODE5",
+    ]
+
+
+def test_lg4j_compiled_subgraph_cancelled_with_interrupt_sync_iteration() -> None:
+    """The iterator case: cancelled (interrupting) inside the subgraph; the stream ends before
+    END with an empty result, the child's waiting node is cancelled, nothing after it runs."""
+    completed: list[str] = []
+    cancel_at = threading.Event()
+    parent = lg4j_subgraph_parent(completed, cancel_at)
+    stream = parent.stream(
+        GraphInput.no_args(), RunnableConfig(metadata={"node_completed": completed})
+    )
+    canceller = cancel_when(cancel_at, stream, True)
+    outputs = [output.node for output in stream]
+    canceller.join()
+    assert outputs[-1] != END
+    assert outputs == [START, "NODE1", "NODE2", "NODE3.1"]
+    assert stream.is_cancelled() and stream.result.is_empty()
+    assert completed == ["NODE1", "NODE2", "NODE3.1", "cancelled:NODE3.2"]
+
+
+def test_lg4j_compiled_subgraph_cancelled_with_interrupt_async_iteration() -> None:
+    """The forEachAsync case."""
+    completed: list[str] = []
+    cancel_at = threading.Event()
+    parent = lg4j_subgraph_parent(completed, cancel_at)
+
+    async def main() -> list[str]:
+        config = RunnableConfig(metadata={"node_completed": completed})
+        stream = parent.astream(GraphInput.no_args(), config)
+
+        async def cancel() -> None:
+            while not cancel_at.is_set():
+                await asyncio.sleep(0.005)
+            stream.cancel(True)
+
+        canceller = asyncio.ensure_future(cancel())
+        seen = [output.node async for output in stream]
+        await asyncio.wait_for(canceller, 10)
+        assert stream.is_cancelled() and stream.result.is_empty()
+        return seen
+
+    assert asyncio.run(main()) == [START, "NODE1", "NODE2", "NODE3.1"]
+    assert completed == ["NODE1", "NODE2", "NODE3.1", "cancelled:NODE3.2"]

@@ -392,3 +392,86 @@ def test_checkpoint_ttl_is_positive_seconds(ttl: float) -> None:
         celery_executor(checkpoint_ttl=ttl)
     assert celery_executor(checkpoint_ttl=2).checkpoint_ttl == 2.0
     assert celery_executor().checkpoint_ttl is None
+
+
+# -- child threads of compiled subgraphs -----------------------------------------------------------
+
+
+def with_subgraph(
+    saver: BaseCheckpointSaver, child_config: CompileConfig | None = None, **config: Any
+) -> CompiledGraph:
+    """a -> sub (the compiled w -> x -> z -> y, on the parent's saver) -> b."""
+    child = StateGraph({"log": Channels.appender()})
+    for node in "wxzy":
+        child.add_node(node, _appending(node))
+    child.add_edge(START, "w").add_edge("w", "x").add_edge("x", "z").add_edge("z", "y")
+    child.add_edge("y", END)
+    graph = StateGraph({"log": Channels.appender()})
+    graph.add_node("a", _appending("a")).add_node("sub", child.compile(child_config))
+    graph.add_node("b", _appending("b"))
+    graph.add_edge(START, "a").add_edge("a", "sub").add_edge("sub", "b").add_edge("b", END)
+    return graph.compile(CompileConfig(checkpoint_saver=saver, **config))
+
+
+def test_delete_thread_deletes_its_child_threads_and_no_other(saver: BaseCheckpointSaver) -> None:
+    graph = with_subgraph(saver)
+    threads = ["a", "a/sub", "ab", "A", "a_", "a%", "a\\"]
+    for thread in threads:
+        graph.invoke({}, RunnableConfig(thread_id=thread))
+    assert saver.get("a/sub") is not None and saver.get("ab/sub") is not None
+    parent, child = len(saver.list("a")), len(saver.list("a/sub"))
+    child_child = len(saver.list("a/sub/sub"))  # (the thread "a/sub" had a child of its own)
+    assert saver.delete_thread("a") == parent + child + child_child
+    for gone in ("a", "a/sub", "a/sub/sub"):
+        assert saver.list(gone) == [] and saver.get(gone) is None
+    # neither "ab/..." (a prefix without the slash), another case, nor LIKE wildcards
+    for kept in ["ab", "A", "a_", "a%", "a\\"]:
+        assert saver.get(kept) is not None and saver.get(f"{kept}/sub") is not None, kept
+    assert saver.delete_thread("a_") > 0 and saver.get("ab/sub") is not None
+    assert saver.delete_thread("a%") > 0 and saver.get("ab/sub") is not None
+    assert saver.delete_thread("a\\") > 0 and saver.get("ab/sub") is not None
+    if isinstance(saver, RunIndex):
+        assert not [r for r in saver.list_runs(limit=500) if r.thread_id.startswith("a/")]
+
+
+def test_release_thread_releases_the_child_threads_too(saver: BaseCheckpointSaver) -> None:
+    graph = with_subgraph(saver, release_thread=True)
+    result = graph.invoke({}, RunnableConfig(thread_id="t"))
+    assert result is not None
+    assert saver.list("t") == [] and saver.list("t/sub") == []
+
+
+def test_prune_of_a_parent_parked_in_its_child_keeps_what_the_resume_needs(
+    saver: BaseCheckpointSaver,
+) -> None:
+    graph = with_subgraph(saver, CompileConfig(checkpoint_saver=saver, interrupt_before=("y",)))
+    graph.invoke({}, CFG)
+    assert graph.get_state(CFG).next == ("sub",)
+    child_before = saver.list("thread-1/sub")
+    assert child_before[0].next == ("y",) and len(child_before) >= 3
+
+    saver.prune("thread-1", keep_last=1)
+
+    child_after = saver.list("thread-1/sub")
+    # the child thread was pruned as well, keeping its parked run's head (with its parent)
+    # and the run's input, which the resume reads
+    kept = [c.checkpoint_id for c in child_after]
+    assert kept == [c.checkpoint_id for c in (*child_before[:2], child_before[-1])]
+    done = graph.invoke(GraphInput.resume(), CFG)
+    assert done.value("log") == ["a", "w", "x", "z", "y", "b"]
+
+
+def test_the_reaper_deletes_a_completed_threads_child_threads(
+    saver: BaseCheckpointSaver, worker_of: Any
+) -> None:
+    ttl = 3600.0
+    executor = celery_executor(checkpoint_ttl=ttl)
+    graph = with_subgraph(saver, executor=executor, graph_id="ttl-sub")
+    worker_of(graph)
+    assert graph.invoke({}, CFG).value("log") == ["a", "w", "x", "z", "y", "b"]
+    assert saver.get("thread-1/sub") is not None
+    report = reap(executor, now=datetime.now(UTC) + timedelta(seconds=ttl + 1))
+    assert "thread-1" in report.deleted and report.errors == []
+    assert saver.list("thread-1") == [] and saver.list("thread-1/sub") == []
+    assert isinstance(saver, RunIndex)
+    assert not [r for r in saver.list_runs(limit=500) if r.thread_id.startswith("thread-1")]

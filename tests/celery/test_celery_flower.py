@@ -100,3 +100,27 @@ def test_a_retried_node_shows_its_retries_in_flower(
     assert task["name"] == "langgraph_celery.node.flaky.flaky"
     assert task["retried"] is not None  # Flower saw the task-retried event (state RETRY)
     assert task["retries"] == 1
+
+
+def test_a_child_runs_node_tasks_show_the_parents_thread_and_the_subgraph_path(
+    celery_stack: CeleryStack, flower: str, thread: str
+) -> None:
+    """A compiled subgraph's child run: its node tasks show, in Flower, the subgraph's graph
+    (named after its path), the child thread, the parent's thread and the subgraph's path."""
+    graph = celery_stack.graph("sub-nested")
+    graph.invoke({"thread": thread}, RunnableConfig(thread_id=thread), timeout=60)
+    inner = f"{thread}/subgraph1/subgraph2"
+    foo2 = next(c for c in celery_stack.saver.list(inner) if c.next == ("foo2",))
+    task_id = celery_task_id(foo2.run_id, foo2.checkpoint_id, "foo2")
+
+    def shown() -> dict[str, Any]:
+        task: dict[str, Any] = http_get_json(f"{flower}/api/task/info/{quote(task_id)}", AUTH)
+        return task if task.get("state") == "SUCCESS" else {}
+
+    task = wait_until(shown, 30, 0.2, "the child's node task in Flower")
+    assert task["name"] == "langgraph_celery.node.sub-nested/subgraph1/subgraph2.foo2"
+    assert task["kwargs"] == (
+        f"{{graph=sub-nested/subgraph1/subgraph2 node=foo2 thread={inner} run={foo2.run_id} "
+        f"step={foo2.step} checkpoint={foo2.checkpoint_id} "
+        f"parent_thread={thread}/subgraph1 subgraph=sub-nested/subgraph1/subgraph2}}"
+    )

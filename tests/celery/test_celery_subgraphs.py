@@ -5,15 +5,24 @@ parent and a resume from another process resumes the child; graphs in
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from celery.result import AsyncResult
-from lgc_subgraphs import sub_nested
+from lgc_subgraphs import sub_nested, sub_streaming
 
 from celery_support import CeleryStack, run_client, wait_until
-from langgraph_celery import CompileConfig, GraphInput, RunnableConfig
+from langgraph_celery import (
+    END,
+    CompileConfig,
+    GraphInput,
+    NodeOutput,
+    RunnableConfig,
+    StreamingOutput,
+    StreamMode,
+)
 from langgraph_celery.checkpoint import CheckpointKind, MemorySaver, RunStatus
-from langgraph_celery.worker.names import celery_task_id, node_task_name
+from langgraph_celery.worker.names import celery_task_id, node_task_name, run_outputs_channel
 
 FINAL = [
     "[NODE1]",
@@ -208,3 +217,125 @@ def test_cancelling_the_parent_cancels_its_child_run(
     state = graph.invoke(GraphInput.resume(), config, timeout=60)
     assert state.value("messages") == ["[s1]", "[s2]", "[after]"]
     assert int(redis_client.get(f"started:{thread}:s1")) == 1
+
+
+def streamed(outputs: list[NodeOutput]) -> list[tuple[str, str, Any, Any, Any]]:
+    """What a client saw: each output's kind, node, chunk, the state's messages and update."""
+    return [
+        (
+            type(o).__name__,
+            o.node,
+            o.chunk if isinstance(o, StreamingOutput) else None,
+            o.state.value("messages") if o.state is not None else None,
+            o.update,
+        )
+        for o in outputs
+    ]
+
+
+def test_a_child_runs_outputs_stream_to_the_parents_clients_as_in_process(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    """The child's and the grandchild's node outputs and chunks reach the clients streaming the
+    root run (``stream()``; ``RunHandle.stream()`` follows the same way), in order, each once,
+    with the child's node ids and state: as in process."""
+    graph = celery_stack.graph("sub-streaming")
+    local = sub_streaming().compile(
+        CompileConfig(checkpoint_saver=MemorySaver(), graph_id="sub-streaming")
+    )
+    for mode in (StreamMode.VALUES, StreamMode.UPDATES):
+        run = f"{thread}-{mode.value}"
+        config = RunnableConfig(thread_id=run, stream_mode=mode)
+        expected = streamed(list(local.stream({"thread": run}, config)))
+        assert ("StreamingOutput", "i1", "i1-1", ["[top]", "[o1]"], None) in expected
+        assert [e[1] for e in expected if e[0] == "NodeOutput"] == [
+            "__START__",
+            "top",
+            "o1",
+            "o1",
+            "i1",
+            "i1",
+            "i2",
+            "inner",
+            "o2",
+            "outer",
+            "tail",
+            "tail",
+            "__END__",
+        ]
+        assert streamed(list(graph.stream({"thread": run}, config, timeout=60))) == expected
+
+
+def test_lg4j_compiled_subgraph_stream_cancelled_inside_the_child(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    """CancellationTest.compiledSubGraphCancelTest on workers: the parent's stream cancelled
+    while a node of the child runs ends before END with an empty result; the child run is
+    cancelled with it (its running node finishes, the next never starts)."""
+    graph = celery_stack.graph("sub-slow")
+    config = RunnableConfig(thread_id=thread)
+    redis_client.set(f"hold:{thread}:s1", 1)
+    try:
+        stream = graph.stream({"thread": thread}, config, timeout=60)
+        outputs: list[str] = []
+
+        def follow() -> None:
+            outputs.extend(output.node for output in stream)
+
+        follower = threading.Thread(target=follow)
+        follower.start()
+        wait_until(lambda: redis_client.get(f"started:{thread}:s1") is not None, 30, 0.01, "s1")
+        stream.cancel()
+
+        def cancelled() -> bool:  # (the follower carries the cancel out when it wakes)
+            runs = celery_stack.saver.list_runs(graph_id="sub-slow", limit=500)
+            return any(r.status is RunStatus.CANCELLED for r in runs if r.thread_id == thread)
+
+        wait_until(cancelled, 30, 0.01, "the stream's cancel")
+    finally:
+        redis_client.delete(f"hold:{thread}:s1")
+    follower.join(60)
+    assert not follower.is_alive()
+    assert stream.is_cancelled() and stream.result.is_empty()
+    assert outputs[-1] != END and "after" not in outputs
+
+    def child_stopped() -> bool:
+        latest = celery_stack.saver.get(f"{thread}/sub")
+        return latest is not None and latest.next == ("s2",)
+
+    wait_until(child_stopped, 30, 0.05, "the child to stop before s2")
+    runs = celery_stack.saver.list_runs(graph_id="sub-slow/sub", limit=500)
+    assert [r.status for r in runs if r.thread_id == f"{thread}/sub"] == [RunStatus.CANCELLED]
+    assert redis_client.get(f"started:{thread}:s2") is None
+
+
+def test_a_run_handles_stream_gets_the_child_runs_outputs(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    """``RunHandle.stream()`` attached while the child's first node runs: the child's outputs
+    (``s1``, ``s2``, with the child's state) come before the subgraph node's, each once."""
+    graph = celery_stack.graph("sub-slow")
+    redis_client.set(f"hold:{thread}:s1", 1)
+    try:
+        handle = graph.start({"thread": thread}, RunnableConfig(thread_id=thread))
+        wait_until(lambda: redis_client.get(f"started:{thread}:s1") is not None, 30, 0.01, "s1")
+        followed: list[NodeOutput] = []
+        follower = threading.Thread(target=lambda: followed.extend(handle.stream()))
+        follower.start()
+        channel = run_outputs_channel(handle.run_id)
+
+        def subscribed() -> bool:  # (the follower listens to the run's outputs channel)
+            return bool(dict(redis_client.pubsub_numsub(channel)).get(channel.encode()))
+
+        wait_until(subscribed, 30, 0.01, "the follower to subscribe")
+    finally:
+        redis_client.delete(f"hold:{thread}:s1")
+    follower.join(60)
+    assert not follower.is_alive()
+    assert [(o.node, o.state.value("messages")) for o in followed] == [
+        ("s1", ["[s1]"]),
+        ("s2", ["[s1]", "[s2]"]),
+        ("sub", ["[s1]", "[s2]"]),
+        ("after", ["[s1]", "[s2]", "[after]"]),
+        ("__END__", ["[s1]", "[s2]", "[after]"]),
+    ]

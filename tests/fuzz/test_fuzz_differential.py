@@ -6,7 +6,9 @@ conditional routes (by parity, bounded loops, label lists, ``Command``), command
 fan-outs, appender, reducer and overwrite keys, ``RemoveByHash``/``ReplaceAllWith``/
 ``MARK_FOR_REMOVAL``, non-JSON values (tuple, bytes, date, frozenset), async nodes,
 ``GraphInterrupt`` gates, failing nodes, ``interrupt_before``/``interrupt_after`` (with and
-without ``interrupt_before_edge``), a node built as a merged subgraph (not a command node).
+without ``interrupt_before_edge``), a node built as a merged subgraph (not a command node), one
+built as a compiled subgraph (its child's outputs and chunks streamed with the child's ids; the
+child runs' checkpoints on the child thread compared too).
 The worker compiled seeds ``0..N-1`` at import; hypothesis picks a seed and what the run is
 given (input, metadata, recursion limit, the updates of each resume, a second run on the
 thread) and the test runs the same calls on the in-process graph (``MemorySaver``) and on the
@@ -30,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from fuzz_graphs import build, compile_options, graph_id, spec_from_seed
+from fuzz_graphs import CHILD_NODES, build, compile_options, graph_id, spec_from_seed
 from fuzz_support import FUZZ_GRAPHS, FuzzStack, fuzz_settings
 from hypothesis import assume, event, given, note
 from hypothesis import strategies as st
@@ -146,9 +148,11 @@ def run_case(
     case: Case,
     thread: str,
     settle: Callable[[RunnableConfig], None] | None = None,
+    children: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Make the case's calls on ``thread``: how each ended and what it streamed, then the
-    thread's final state and history.  ``settle(config)`` runs after a node stopped the run
+    thread's final state and history, and the history of the child threads of compiled
+    subgraph nodes ``children``.  ``settle(config)`` runs after a node stopped the run
     (interrupted it or failed), before it is resumed."""
     config = RunnableConfig(
         thread_id=thread,
@@ -171,7 +175,10 @@ def run_case(
                     events.append(("chunk", output.node, output.chunk))
                 else:
                     streamed.append((output.step, output.node))
-                    events.append(("step", output.step))
+                    if output.node not in CHILD_NODES:
+                        # (a compiled child's outputs come while the parent's step runs, in
+                        # process as they come: chunks of a sibling may come before or after)
+                        events.append(("step", output.step))
         except GraphError as error:
             outcome: Any = ["error", type(error).__name__, getattr(error, "error_type", None)]
         else:
@@ -187,7 +194,14 @@ def run_case(
         else:  # interrupted or failed: the run resumes (a failed step runs again)
             next_input = GraphInput.resume(resumes.pop(0)) if resumes else None
     history = graph.get_state_history(config)
+    saver = graph.config.checkpoint_saver
+    assert saver is not None
     return {
+        "children": [
+            (c.step, c.next, dict(c.values), c.metadata.get("source"))
+            for child in children
+            for c in reversed(saver.list(f"{thread}/{child}"))
+        ],
         "calls": calls,
         "tails": tails,
         "state": dict(history[0].state.data) if history else None,
@@ -227,6 +241,7 @@ def _describe(spec: Mapping[str, Any], case: Case) -> None:
     note(f"spec: {json.dumps(spec)}")
     note(f"case: {case!r}")
     event("a merged subgraph" if spec.get("merged") else "no merged subgraph")
+    event("a compiled subgraph" if spec.get("compiled") else "no compiled subgraph")
 
 
 @pytest.mark.timeout(900)
@@ -236,8 +251,10 @@ def test_celery_runs_match_in_process_runs(fuzz_stack: FuzzStack, seed: int, cas
     spec = spec_from_seed(seed)
     _describe(spec, case)
     thread = f"diff-{seed}-{uuid.uuid4().hex[:12]}"
-    expected = run_case(local_graph(spec), case, thread)
-    actual = run_case(fuzz_stack.graph(graph_id(seed)), case, thread, settle_on(fuzz_stack))
+    children = (spec["compiled"],) if spec.get("compiled") else ()
+    expected = run_case(local_graph(spec), case, thread, children=children)
+    graph = fuzz_stack.graph(graph_id(seed))
+    actual = run_case(graph, case, thread, settle_on(fuzz_stack), children)
     for call in expected["calls"]:
         kind = call["outcome"][0]
         event(f"call ended: {kind} {call['outcome'][1] if kind == 'error' else ''}")
@@ -248,6 +265,7 @@ def test_celery_runs_match_in_process_runs(fuzz_stack: FuzzStack, seed: int, cas
     check_tails(actual["tails"], expected["tails"])
     assert actual["state"] == expected["state"]
     assert actual["history"] == expected["history"]
+    assert actual["children"] == expected["children"]
 
 
 # -- in process only: cheap properties over many more graphs --------------------------------------

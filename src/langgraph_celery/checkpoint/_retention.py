@@ -26,6 +26,15 @@ again on top of the thread.  ``delete_thread`` removes the thread's tombstones w
 The space a pruned state took is reused by the database (a SQLite file shrinks only with
 ``VACUUM``).
 
+A thread's **child threads** (``"<thread>/<task>"``: those of its compiled subgraphs' child
+runs, and theirs) go with it: ``delete_thread`` and ``release`` remove them too, found by the
+prefix ``"<thread>/"`` (:func:`child_prefix`, :func:`is_child_of`; a thread ``"a"`` never
+removes ``"ab/x"``).  ``prune`` of a thread prunes its child threads with the same
+``keep_last``: each child thread keeps what its own runs need (a parked child run's latest
+checkpoint, which the parked parent's resume continues from) and the first checkpoint of each
+child run that is not completed (its input, which the resume compares the parent's state with:
+:func:`needing_run_inputs`).
+
 Deciding is a pure function (:func:`plan_prune`) of the thread's checkpoints as ids
 (:class:`StoredRef`, no state read) and of the runs found not completed
 (:func:`unfinished_runs`, which reads only the runs it must: the thread's latest run, and any
@@ -36,7 +45,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # (base.py and index.py import this module)
@@ -44,11 +53,15 @@ if TYPE_CHECKING:  # (base.py and index.py import this module)
     from langgraph_celery.checkpoint.index import RunStatus
 
 __all__ = [
+    "CHILD_ESCAPE",
     "Keep",
     "Kept",
     "PruneResult",
     "StoredRef",
     "check_keep_last",
+    "child_prefix",
+    "is_child_of",
+    "needing_run_inputs",
     "plan_prune",
     "run_heads",
     "unfinished_runs",
@@ -121,6 +134,39 @@ class PruneResult:
             "kept": [kept.to_data() for kept in self.kept],
             "deleted": list(self.deleted),
         }
+
+
+#: The escape character of :func:`child_prefix`'s LIKE pattern.
+CHILD_ESCAPE = "\\"
+
+
+def child_prefix(thread_id: str) -> str:
+    """The SQL ``LIKE`` pattern (escaped with :data:`CHILD_ESCAPE`) of ``thread_id``'s child
+    threads: ``"<thread>/"`` then anything; ``%`` and ``_`` in the thread id match only
+    themselves."""
+    escaped = "".join(CHILD_ESCAPE + c if c in "%_" + CHILD_ESCAPE else c for c in thread_id)
+    return f"{escaped}/%"
+
+
+def is_child_of(candidate: str, thread_id: str) -> bool:
+    """Whether thread ``candidate`` is a child thread of ``thread_id`` (at any depth)."""
+    return candidate.startswith(f"{thread_id}/")
+
+
+def needing_run_inputs(
+    stored: Sequence[StoredRef], unfinished: Mapping[str, RunStatus]
+) -> list[StoredRef]:
+    """``stored`` (a child thread's, newest first) with the head of each run in
+    ``unfinished`` also needing its run's first checkpoint (the child run's input)."""
+    first: dict[str, str] = {}
+    for ref in stored:
+        first[ref.run_id] = ref.checkpoint_id  # (the last seen is the oldest)
+    return [
+        replace(ref, needs=(*ref.needs, first[ref.run_id]))
+        if ref.checkpoint_id in unfinished and first[ref.run_id] != ref.checkpoint_id
+        else ref
+        for ref in stored
+    ]
 
 
 def check_keep_last(keep_last: int) -> None:

@@ -27,6 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import Select
 
+from langgraph_celery.checkpoint._retention import CHILD_ESCAPE
 from langgraph_celery.checkpoint._schema import Tables
 from langgraph_celery.checkpoint.base import WriteKind
 
@@ -99,6 +100,7 @@ class Statements:
     completed_of_thread: Select[Any]
     #: Delete the thread's writes, checkpoints not pruned (its row count), pruned ones, timer
     #: and run records.
+    child_threads: Executable
     delete_thread: tuple[Executable, ...]
     #: Completed runs of ``graph_id`` not superseded, updated before ``before``, oldest first,
     #: at most ``limit``, each with ``newer``: whether its thread has a run recorded after it.
@@ -316,6 +318,9 @@ def _retention_statements(tables: Tables) -> dict[str, Any]:
         .values(body="", pruned_at=bindparam("now", type_=c.pruned_at.type)),
         "prune_writes": delete(writes).where(w.thread_id == thread_id, w.checkpoint_id.in_(ids)),
         "completed_of_thread": select(r.run_id).where(r.thread_id == thread_id, completed),
+        "child_threads": select(c.thread_id)
+        .distinct()
+        .where(c.thread_id.like(bindparam("pattern", type_=String), escape=CHILD_ESCAPE)),
         "delete_thread": (
             delete(writes).where(w.thread_id == thread_id),
             delete(checkpoints).where(c.thread_id == thread_id, c.pruned_at.is_(None)),

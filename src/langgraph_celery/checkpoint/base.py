@@ -28,6 +28,7 @@ from langgraph_celery.checkpoint._retention import (
     PruneResult,
     StoredRef,
     check_keep_last,
+    needing_run_inputs,
     plan_prune,
     unfinished_runs,
 )
@@ -337,14 +338,16 @@ class BaseCheckpointSaver(abc.ABC):
     @abc.abstractmethod
     def release(self, thread_id: str) -> Sequence[Checkpoint]:
         """Delete the thread's checkpoints and writes (and whatever else the saver keeps of
-        it); return the checkpoints deleted, newest first."""
+        it), and its child threads (as :meth:`delete_thread`); return the thread's checkpoints
+        deleted, newest first."""
 
     # -- retention -----------------------------------------------------------------------------
 
     def delete_thread(self, thread_id: str) -> int:
-        """Delete everything the saver keeps of the thread: its checkpoints (and what
-        :meth:`prune` left of pruned ones), their writes, and, for a saver that indexes runs,
-        the thread's timer and its runs' records.  Returns how many checkpoints were deleted
+        """Delete everything the saver keeps of the thread and of its child threads (those
+        of its compiled subgraphs' child runs, ``"<thread>/<node>"``): their checkpoints (and
+        what :meth:`prune` left of pruned ones), their writes, and, for a saver that indexes
+        runs, their timers and their runs' records.  Returns how many checkpoints were deleted
         (not counting pruned ones); 0 for an unknown thread.
 
         :meth:`release` deletes the same things but reads and returns every checkpoint (what
@@ -368,6 +371,10 @@ class BaseCheckpointSaver(abc.ABC):
         ``dry_run`` nothing is removed.  Returns what was kept (and why) and what was removed,
         newest first.  ``ValueError`` if ``keep_last`` is below 1.
 
+        The thread's child threads (``"<thread>/<node>"``) are pruned with it, each keeping
+        what its own runs need (a parked child run, which the parked parent resumes); the
+        result tells of the thread's own checkpoints.
+
         Run records stay: the run index still lists a run whose checkpoints were all pruned
         (``thread_of_run`` no longer finds it); :meth:`delete_thread` removes them.
         """
@@ -386,7 +393,21 @@ class BaseCheckpointSaver(abc.ABC):
             if rewrite:
                 self.make_whole(thread_id, rewrite)
             self.remove_checkpoints(thread_id, deleted)
+        for child in self._children_of(thread_id):  # each keeps what its own runs need
+            child_stored = self.stored_refs(child)
+            recorded = self._recorded_completed(child)
+            child_unfinished = unfinished_runs(self, child, child_stored, recorded)
+            child_stored = needing_run_inputs(child_stored, child_unfinished)
+            _, removed = plan_prune(child_stored, keep_last, child_unfinished)
+            if removed and not dry_run:
+                self.remove_checkpoints(child, removed)
         return PruneResult(thread_id, tuple(kept), tuple(deleted), dry_run)
+
+    def _children_of(self, thread_id: str) -> Sequence[str]:
+        """The thread's child threads (``"<thread>/..."``: see ``_retention``), which
+        :meth:`delete_thread`, :meth:`release` and :meth:`prune` treat with it; a saver that
+        does not say has none."""
+        return ()
 
     def stored_refs(self, thread_id: str) -> Sequence[StoredRef]:
         """For :meth:`prune`: the thread's checkpoints (not those pruned) as ids, newest first,

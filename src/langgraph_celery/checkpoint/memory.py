@@ -18,7 +18,7 @@ from langgraph_celery.checkpoint._conflicts import Rule
 from langgraph_celery.checkpoint._conflicts import message as conflict_message
 from langgraph_celery.checkpoint._delta import Chain
 from langgraph_celery.checkpoint._incremental import Incremental
-from langgraph_celery.checkpoint._retention import StoredRef
+from langgraph_celery.checkpoint._retention import StoredRef, is_child_of
 from langgraph_celery.checkpoint._schema import as_utc
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
@@ -199,6 +199,8 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
         with self._lock:
             thread = self._threads.pop(thread_id, None)
             self._forget_thread(thread_id, thread)
+            for child in self._children(thread_id):  # (they go with it)
+                self._forget_thread(child, self._threads.pop(child, None))
         if thread is None:
             return []
         released = [self._load(thread_id, stored, thread) for stored in _live(thread)]
@@ -208,13 +210,24 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
     # -- retention ---------------------------------------------------------------------------
 
     def delete_thread(self, thread_id: str) -> int:
-        """Drops the thread's entries without reading them (see the base class)."""
+        """Drops the thread's entries, and its child threads', without reading them (see the
+        base class)."""
+        deleted = 0
         with self._lock:
-            thread = self._threads.pop(thread_id, None)
-            self._forget_thread(thread_id, thread)
-        if thread is None:
-            return 0
-        return sum(stored.body is not None for stored in thread.checkpoints.values())
+            for name in [thread_id, *self._children(thread_id)]:
+                thread = self._threads.pop(name, None)
+                self._forget_thread(name, thread)
+                if thread is not None:
+                    deleted += sum(s.body is not None for s in thread.checkpoints.values())
+        return deleted
+
+    def _children_of(self, thread_id: str) -> Sequence[str]:
+        with self._lock:
+            return self._children(thread_id)
+
+    def _children(self, thread_id: str) -> Sequence[str]:
+        """(Holding the lock) the thread's child threads."""
+        return sorted(t for t in self._threads if is_child_of(t, thread_id))
 
     def _forget_thread(self, thread_id: str, thread: _Thread | None) -> None:
         """(Holding the lock) the thread's timer, run records, run lookups and cached states."""

@@ -34,7 +34,7 @@ from langgraph_celery.checkpoint._engines import (  # (SQLITE_BUSY_TIMEOUT: its 
     SQLITE_BUSY_TIMEOUT,  # noqa: F401
 )
 from langgraph_celery.checkpoint._incremental import Encoded, Incremental
-from langgraph_celery.checkpoint._retention import StoredRef
+from langgraph_celery.checkpoint._retention import StoredRef, child_prefix, is_child_of
 from langgraph_celery.checkpoint._rows import RowReader
 from langgraph_celery.checkpoint._schema import (
     DEFAULT_TABLE_PREFIX,
@@ -273,20 +273,40 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
             timers, runs = self._tables.timers, self._tables.runs
             conn.execute(delete(timers).where(timers.c.thread_id == thread_id))
             conn.execute(delete(runs).where(runs.c.thread_id == thread_id))
+            children = self._child_threads(conn, thread_id)
+            for child in children:  # (they go with it)
+                for sql in self._sql.delete_thread:
+                    conn.execute(sql, {"thread_id": child})
         rows = sorted(rows, key=lambda row: row.seq, reverse=True)
         released = self._load_all(thread_id, [row for row in rows if row.pruned_at is None])
-        self._incremental.forget(thread_id)  # (what reading them cached)
+        for thread in [thread_id, *children]:
+            self._incremental.forget(thread)  # (what reading them cached)
         return released
 
     # -- retention ---------------------------------------------------------------------------
 
     def delete_thread(self, thread_id: str) -> int:
-        """One transaction; reads no checkpoint (see the base class)."""
-        params = {"thread_id": thread_id}
+        """One transaction, with the child threads; reads no checkpoint (see the base
+        class)."""
+        deleted = 0
         with self._begin() as conn:
-            counts = [conn.execute(sql, params).rowcount for sql in self._sql.delete_thread]
-        self._incremental.forget(thread_id)
-        return int(counts[1])
+            threads = [thread_id, *self._child_threads(conn, thread_id)]
+            for thread in threads:
+                params = {"thread_id": thread}
+                counts = [conn.execute(sql, params).rowcount for sql in self._sql.delete_thread]
+                deleted += int(counts[1])
+        for thread in threads:
+            self._incremental.forget(thread)
+        return deleted
+
+    def _children_of(self, thread_id: str) -> Sequence[str]:
+        with self._engine.connect() as conn:
+            return self._child_threads(conn, thread_id)
+
+    def _child_threads(self, conn: Any, thread_id: str) -> Sequence[str]:
+        """The ids of ``thread_id``'s child threads (exactly: SQLite's LIKE ignores case)."""
+        rows = conn.execute(self._sql.child_threads, {"pattern": child_prefix(thread_id)})
+        return sorted(row.thread_id for row in rows if is_child_of(row.thread_id, thread_id))
 
     def stored_refs(self, thread_id: str) -> Sequence[StoredRef]:
         rows = self._read(self._sql.refs, {"thread_id": thread_id})

@@ -33,7 +33,7 @@ from langgraph_celery.worker._store_calls import store as _store
 from langgraph_celery.worker.carry import check_backend
 from langgraph_celery.worker.notify import Subscription
 from langgraph_celery.worker.runtime import jsonable_config
-from langgraph_celery.worker.streaming import Relay
+from langgraph_celery.worker.streaming import STEP, Published, Relay
 
 if TYPE_CHECKING:
     from langgraph_celery.worker.handle import RunHandle
@@ -411,16 +411,42 @@ class CelerySource:
 
     # -- following --------------------------------------------------------------------------------
 
-    def _outputs(self, checkpoint: Checkpoint, config: RunnableConfig) -> list[NodeOutput]:
+    def _outputs(
+        self, checkpoint: Checkpoint, config: RunnableConfig, runtime: GraphRuntime | None = None
+    ) -> list[NodeOutput]:
         if checkpoint.kind is not CheckpointKind.LOOP:
             return []
-        engine = self.runtime.engine
+        engine = (runtime or self.runtime).engine
         state = engine.state(checkpoint.values)
         writes: dict[str, Any] = checkpoint.metadata.get("writes") or {}
         return [
             engine.output(task_id.split("#", 1)[0], checkpoint, config, state, update)
             for task_id, update in writes.items()
         ]
+
+    def _child_outputs(
+        self, published: Published, config: RunnableConfig, read: dict[tuple[str, str], Any]
+    ) -> list[NodeOutput]:
+        """The outputs of a message a compiled subgraph's child run published (its source's
+        checkpoint, read from the child's store once: ``read`` keeps the last ones)."""
+        source = published.source
+        assert source is not None
+        child = self.runtime.executor.runtime(source.graph_id)
+        if child is None:
+            return []
+        key = (source.thread_id, source.checkpoint_id)
+        if key not in read:
+            if len(read) > 8:
+                read.clear()
+            read[key] = _store(child.saver.get, source.thread_id, source.checkpoint_id)
+        checkpoint: Checkpoint | None = read[key]
+        if checkpoint is None:
+            return []  # (the child's thread was released)
+        if published.kind == STEP:
+            return self._outputs(checkpoint, config, child)
+        task = next((t for t in checkpoint.tasks if t.id == source.task_id), None)
+        values = task.arg if task is not None and task.has_arg else checkpoint.values
+        return [published.output(child.engine.runner.make_state(values, clone=False))]
 
     @staticmethod
     def _no_outputs(checkpoint: Checkpoint) -> list[NodeOutput]:
@@ -474,7 +500,12 @@ class CelerySource:
         relay = None
         if steps and subscription is not None and subscription.relays_outputs:
             runner = runtime.engine.runner
-            relay = Relay(runtime.serializer, lambda v: runner.make_state(v, clone=False))
+            read: dict[tuple[str, str], Any] = {}
+            relay = Relay(
+                runtime.serializer,
+                lambda v: runner.make_state(v, clone=False),
+                lambda published: self._child_outputs(published, config, read),
+            )
         try:
             while True:
                 view = await _sync.blocking(
@@ -497,8 +528,12 @@ class CelerySource:
                             await loop.run_in_executor(SHARED_POOL, subscription.sync, _SYNC_LIMIT)
                             synced = True
                             messages, _ = subscription.take_outputs()
-                            outputs = relay.stepped(
-                                messages, seen, since, lambda step: self._outputs(step, config)
+                            outputs = await _sync.blocking(
+                                relay.stepped,
+                                messages,
+                                seen,
+                                since,
+                                lambda step: self._outputs(step, config),
                             )
                         else:
                             outputs = [o for step in since for o in self._outputs(step, config)]
@@ -513,7 +548,10 @@ class CelerySource:
                     if not synced:
                         await loop.run_in_executor(SHARED_POOL, subscription.sync, _SYNC_LIMIT)
                     messages, _ = subscription.take_outputs()
-                    for output in relay.stepped(messages, seen, (), self._no_outputs):
+                    stopped = await _sync.blocking(
+                        relay.stepped, messages, seen, (), self._no_outputs
+                    )
+                    for output in stopped:
                         yield output
                 if outcome.cancelled and not status.terminal:  # the stream's cancel()
                     await _sync.blocking(self.cancel, checkpoint.thread_id, checkpoint.run_id)
@@ -543,7 +581,7 @@ class CelerySource:
                         messages, stepped = subscription.take_outputs()
                         later = False
                         if relay is not None:
-                            outputs, later = relay.running(messages, seen)
+                            outputs, later = await _sync.blocking(relay.running, messages, seen)
                             for output in outputs:
                                 yield output
                         if stepped or later or not messages or outcome.cancelled:

@@ -381,15 +381,23 @@ class CeleryExecutor:
 
     # -- sending ----------------------------------------------------------------------------------
 
-    def _send_node(self, envelope: TaskEnvelope, task: PendingTask, carried: bool = False) -> None:
-        # the queue comes from app.conf.task_routes (the executor's routes first); a carried
-        # step's checkpoint is in the result backend (the header says so: worker/carry.py)
+    def _send_node(
+        self,
+        envelope: TaskEnvelope,
+        task: PendingTask,
+        carried: bool = False,
+        parent: str | None = None,
+    ) -> None:
+        """``carried``: the step's checkpoint is in the result backend (the header says so:
+        ``worker/carry.py``); ``parent``: of a child run's task, the parent's thread and the
+        subgraph's path, shown with its arguments (in Flower)."""
+        # the queue comes from app.conf.task_routes (the executor's routes first)
         self.app.send_task(
             names.node_task_name(envelope.graph_id, task.node),
             kwargs=envelope.to_message(),
             task_id=names.celery_task_id(envelope.run_id, envelope.checkpoint_id, task.id),
             argsrepr="()",
-            kwargsrepr=_summary(envelope),
+            kwargsrepr=_summary(envelope, parent),
             headers={carry.HEADER: True} if carried else None,
         )
 
@@ -446,10 +454,10 @@ def _time_limits(timeout: float | None) -> dict[str, float]:
     return {"soft_time_limit": timeout, "time_limit": timeout + max(2.0, timeout * 0.1)}
 
 
-def _summary(envelope: TaskEnvelope) -> str:
+def _summary(envelope: TaskEnvelope, parent: str | None = None) -> str:
     """What Flower and the logs show for a task's arguments (without building a repr)."""
     node = f" node={envelope.node}" if envelope.node else ""
     return (
         f"{{graph={envelope.graph_id}{node} thread={envelope.thread_id} run={envelope.run_id} "
-        f"step={envelope.step} checkpoint={envelope.checkpoint_id}}}"
+        f"step={envelope.step} checkpoint={envelope.checkpoint_id}{parent or ''}}}"
     )

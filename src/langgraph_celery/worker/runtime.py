@@ -52,7 +52,7 @@ from langgraph_celery.worker import endings, names, subgraphs
 from langgraph_celery.worker.carry import Carried, Carrier
 from langgraph_celery.worker.envelope import TaskEnvelope
 from langgraph_celery.worker.results import TaskResult, TaskStatus
-from langgraph_celery.worker.streaming import output_sink
+from langgraph_celery.worker.streaming import output_sink, publish_step
 
 if TYPE_CHECKING:
     from langgraph_celery.graph.compiled import CompiledGraph
@@ -245,8 +245,9 @@ class GraphRuntime:
 
     def send(self, checkpoint: Checkpoint, carried: bool = False) -> None:
         """Send ``checkpoint``'s tasks; ``carried``: the checkpoint is in the result backend."""
+        parent = subgraphs.shown_parent(checkpoint)
         for task in checkpoint.tasks:
-            self.executor._send_node(self.envelope(checkpoint, task), task, carried)
+            self.executor._send_node(self.envelope(checkpoint, task), task, carried, parent)
 
     def store_step(self, checkpoint: Checkpoint) -> Checkpoint:
         """Store a step's checkpoint (the run's last goes with its stall timer)."""
@@ -358,7 +359,14 @@ class GraphRuntime:
         config = self.config_of(checkpoint)
         notifier = self.executor.notifier
         if notifier.can_publish():  # what the node streams goes to the run's outputs channel
-            sink = output_sink(notifier, self.serializer, checkpoint, task)
+            root = subgraphs.stream_root(checkpoint)
+            sink = output_sink(
+                notifier,
+                self.serializer,
+                checkpoint,
+                task,
+                (self.graph_id, root) if root is not None else None,
+            )
             config = config._for_runtime(sink=sink)
         if task.node in self.children and task.id not in marks.updates:
             # a compiled subgraph: its child run's nodes are tasks of their own
@@ -448,6 +456,11 @@ class GraphRuntime:
             self.step_failed(checkpoint, writes, error)
             raise
         new = result.checkpoint
+        root = subgraphs.stream_root(new)
+        if root is not None and new.kind is CheckpointKind.LOOP:
+            # a child run's step: its node outputs go to the root run's clients before the
+            # child's next tasks (or its end) do anything
+            publish_step(self.executor.notifier, root, self.graph_id, new)
         # (each way on wakes the thread's followers once: a mark, the completion, the send)
         if result.interruption is not None:
             interruption = result.interruption

@@ -16,6 +16,14 @@ by step, what the step's nodes streamed and the step's outputs.  Messages of a s
 that read wait for the next one.  So each client that streamed a run from its start gets every
 output once, in order, before its step's ``NodeOutput``.
 
+A compiled subgraph's child run (``worker/subgraphs.py``) streams to the clients of its root
+run: its node tasks publish on the root run's channel, and the worker that stores each step of
+the child publishes a ``step`` message, before the child's next tasks are sent.  Each message
+names the root's step the subgraph node is pending in (its checkpoint, step and task, so the
+order above holds) and, as its ``source``, the child's graph, thread, checkpoint and task; the
+follower reads that checkpoint to yield the child's outputs with the child's node ids and
+state, as in process.
+
 Outputs are never stored: a client that attaches late gets the steps from the store, and what
 was published before it subscribed is gone.  They travel on Redis only (the app's result
 backend, else its broker, when it is Redis): with another transport (``memory://``, RabbitMQ
@@ -36,17 +44,80 @@ from langgraph_celery.graph.types import NodeOutput, StreamingOutput
 from langgraph_celery.serde import JsonSerializer
 from langgraph_celery.worker.notify import Notifier
 
-__all__ = ["Published", "Relay", "decode", "output_sink"]
+__all__ = ["Published", "Relay", "Source", "decode", "output_sink", "publish_step"]
 
-#: the ``kind`` of a message: a StreamingOutput's chunk, or another NodeOutput of the node
-CHUNK, OUTPUT = "chunk", "output"
+#: the ``kind`` of a message: a StreamingOutput's chunk, another NodeOutput of the node, or a
+#: step a compiled subgraph's child run stored (its node outputs)
+CHUNK, OUTPUT, STEP = "chunk", "output", "step"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a message of a child run comes from: the child's graph, thread, checkpoint (the
+    step a chunk's node runs in, or the step the child stored) and task."""
+
+    graph_id: str
+    thread_id: str
+    checkpoint_id: str
+    task_id: str
+
+    def to_data(self) -> dict[str, str]:
+        return {
+            "graph": self.graph_id,
+            "thread": self.thread_id,
+            "at": self.checkpoint_id,
+            "task": self.task_id,
+        }
+
+    @classmethod
+    def of(cls, data: Any) -> Source | None:
+        if not isinstance(data, Mapping):
+            return None
+        fields = [data.get(key) for key in ("graph", "thread", "at", "task")]
+        if not all(isinstance(value, str) for value in fields):
+            return None
+        return cls(*(str(value) for value in fields))
+
+
+def _target(checkpoint: Checkpoint, task: PendingTask, root: Mapping[str, Any] | None) -> Any:
+    """The run, checkpoint, step and task a message is published under: the node's own, or,
+    in a child run, those of the root run's step (``root``)."""
+    if root is None:
+        return checkpoint.run_id, checkpoint.checkpoint_id, checkpoint.step, task.id
+    return root["run_id"], root["checkpoint_id"], root["step"], root["task_id"]
+
+
+def publish_step(
+    notifier: Notifier, root: Mapping[str, Any], graph_id: str, checkpoint: Checkpoint
+) -> None:
+    """Publish that a child run (of graph ``graph_id``) stored ``checkpoint``, a step whose
+    node outputs the clients of the root run (``root``: see ``worker/subgraphs.py``) yield."""
+    message = {
+        "checkpoint": root["checkpoint_id"],
+        "step": root["step"],
+        "task": root["task_id"],
+        "node": "",
+        "kind": STEP,
+        "chunk": None,
+        "source": Source(graph_id, checkpoint.thread_id, checkpoint.checkpoint_id, "").to_data(),
+    }
+    notifier.publish_output(str(root["run_id"]), json.dumps(message, separators=(",", ":")))
 
 
 def output_sink(
-    notifier: Notifier, serializer: JsonSerializer, checkpoint: Checkpoint, task: PendingTask
+    notifier: Notifier,
+    serializer: JsonSerializer,
+    checkpoint: Checkpoint,
+    task: PendingTask,
+    root: tuple[str, Mapping[str, Any]] | None = None,
 ) -> Sink:
-    """The sink of ``task`` (of ``checkpoint``'s step) on a worker: publishes what it streams."""
-    run_id, checkpoint_id, step = checkpoint.run_id, checkpoint.checkpoint_id, checkpoint.step
+    """The sink of ``task`` (of ``checkpoint``'s step) on a worker: publishes what it streams;
+    in a child run (``root``: the child's graph id and the root run's step), on the root run's
+    channel."""
+    run_id, checkpoint_id, step, task_id = _target(checkpoint, task, root and root[1])
+    source = None
+    if root is not None:
+        source = Source(root[0], checkpoint.thread_id, checkpoint.checkpoint_id, task.id)
 
     def publish(output: NodeOutput) -> None:
         streamed = isinstance(output, StreamingOutput)
@@ -62,11 +133,13 @@ def output_sink(
         message = {
             "checkpoint": checkpoint_id,
             "step": step,
-            "task": task.id,
+            "task": task_id,
             "node": output.node,
             "kind": CHUNK if streamed else OUTPUT,
             "chunk": chunk,
         }
+        if source is not None:
+            message["source"] = source.to_data()
         notifier.publish_output(run_id, json.dumps(message, separators=(",", ":")))
 
     return publish
@@ -82,6 +155,7 @@ class Published:
     node: str
     kind: str
     chunk: Any
+    source: Source | None = None
 
     def output(self, state: Any) -> NodeOutput:
         if self.kind == CHUNK:
@@ -108,18 +182,28 @@ def decode(serializer: JsonSerializer, data: bytes) -> Published | None:
         chunk = serializer.from_jsonable(message.get("chunk"))
     except SerializationError:
         return None
-    return Published(str(checkpoint_id), step, str(task_id), str(node), str(kind), chunk)
+    source = Source.of(message.get("source")) if "source" in message else None
+    if kind == STEP and source is None:
+        return None
+    return Published(str(checkpoint_id), step, str(task_id), str(node), str(kind), chunk, source)
 
 
 class Relay:
     """A follower's outputs channel, relayed in the run's order (see the module's docstring).
 
-    ``make_state(values)`` builds the state a node was called with from stored values.
+    ``make_state(values)`` builds the state a node was called with from stored values;
+    ``of_child(published)`` the outputs of a child run's message (they read the store).
     """
 
-    def __init__(self, serializer: JsonSerializer, make_state: Callable[[Any], Any]) -> None:
+    def __init__(
+        self,
+        serializer: JsonSerializer,
+        make_state: Callable[[Any], Any],
+        of_child: Callable[[Published], list[NodeOutput]],
+    ) -> None:
         self._serializer = serializer
         self._make_state = make_state
+        self._of_child = of_child
         self._later: list[Published] = []  # messages of steps the follower has not read yet
 
     def running(self, messages: list[bytes], seen: Checkpoint) -> tuple[list[NodeOutput], bool]:
@@ -135,7 +219,7 @@ class Relay:
                 self._later.append(published)
                 later = True
             elif published.checkpoint_id == seen.checkpoint_id:
-                outputs.append(self._output(published, seen))
+                outputs.extend(self._outputs(published, seen))
         return outputs, later
 
     def stepped(
@@ -157,7 +241,7 @@ class Relay:
         for published in [*kept, *self._decode(messages)]:
             index = position.get(published.checkpoint_id)
             if index is not None:
-                groups[index].append(self._output(published, chain[index]))
+                groups[index].extend(self._outputs(published, chain[index]))
             elif published.step > chain[-1].step:
                 self._later.append(published)
         outputs = groups[0]
@@ -170,9 +254,11 @@ class Relay:
         decoded = (decode(self._serializer, data) for data in messages)
         return [published for published in decoded if published is not None]
 
-    def _output(self, published: Published, checkpoint: Checkpoint) -> NodeOutput:
+    def _outputs(self, published: Published, checkpoint: Checkpoint) -> list[NodeOutput]:
         """``published`` with the state its node was called with: that of its step's
-        checkpoint, or its task's own input (a ``Send``)."""
+        checkpoint, or its task's own input (a ``Send``); a child run's, from its source."""
+        if published.source is not None:
+            return self._of_child(published)
         task = next((t for t in checkpoint.tasks if t.id == published.task_id), None)
         values = task.arg if task is not None and task.has_arg else checkpoint.values
-        return published.output(self._make_state(values))
+        return [published.output(self._make_state(values))]

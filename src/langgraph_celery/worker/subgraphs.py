@@ -57,7 +57,9 @@ __all__ = [
     "child_parked",
     "parent_of",
     "register_children",
+    "shown_parent",
     "start_child",
+    "stream_root",
 ]
 
 
@@ -87,6 +89,38 @@ def parent_of(checkpoint: Checkpoint) -> Mapping[str, Any] | None:
     """The reference to the parent's step a child run's checkpoint carries (on Celery)."""
     ref = checkpoint.extra.get(Extra.PARENT) if checkpoint.extra else None
     return ref if isinstance(ref, Mapping) and "checkpoint_id" in ref else None
+
+
+def shown_parent(checkpoint: Checkpoint) -> str | None:
+    """For the tasks of a child run's step, what Flower shows of the parent with their
+    arguments: the parent's thread and the subgraph's path (``/``-joined node path, the root
+    graph's id first when it has one); ``None`` for a root run's."""
+    ref = parent_of(checkpoint)
+    if ref is None:
+        return None
+    path = "/".join(str(part) for part in ref.get("path", ()))
+    return f" parent_thread={ref.get('thread_id')} subgraph={path}"
+
+
+def stream_root(checkpoint: Checkpoint) -> Mapping[str, Any] | None:
+    """For a child run's checkpoint, the root run's step its outputs are streamed under (run,
+    checkpoint, step, task: see ``worker/streaming.py``); ``None`` for a root run's."""
+    ref = parent_of(checkpoint)
+    root = ref.get("stream") if ref is not None else None
+    return root if isinstance(root, Mapping) else None
+
+
+def _stream_root(checkpoint: Checkpoint, task: PendingTask) -> dict[str, Any]:
+    """The root run's step a child that ``task`` of ``checkpoint`` starts streams under."""
+    root = stream_root(checkpoint)
+    if root is not None:
+        return dict(root)
+    return {
+        "run_id": checkpoint.run_id,
+        "checkpoint_id": checkpoint.checkpoint_id,
+        "step": checkpoint.step,
+        "task_id": task.id,
+    }
 
 
 def _node_path(runtime: GraphRuntime, checkpoint: Checkpoint, task: PendingTask) -> list[str]:
@@ -123,6 +157,7 @@ async def start_child(
         "checkpoint_id": checkpoint.checkpoint_id,
         "task_id": task.id,
         "path": _node_path(runtime, checkpoint, task),
+        "stream": _stream_root(checkpoint, task),
     }
     extra: dict[str, Any] = {Extra.PARENT: reference}
     if Extra.RUN_CONFIG in checkpoint.extra:  # the caller's limits and metadata

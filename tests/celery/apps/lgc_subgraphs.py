@@ -17,6 +17,7 @@ from langgraph_celery import (
     Channels,
     CompiledGraph,
     GraphInterrupt,
+    NodeOutput,
     RunnableConfig,
     StateGraph,
 )
@@ -169,10 +170,35 @@ def sub_slow() -> StateGraph:
     return _chain([("sub", child), ("after", node("after"))])
 
 
+def streaming_node(node_id: str) -> Callable[..., Any]:
+    """Streams two chunks (``<id>-0``, ``<id>-1``), then appends ``[id]``; emits its path."""
+
+    def action(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        config.emit(NodeOutput(node_id, state))
+
+        def chunks() -> Any:
+            yield f"{node_id}-0"
+            yield f"{node_id}-1"
+            return {"messages": f"[{node_id}]"}
+
+        return {"out": chunks()}
+
+    return action
+
+
+def sub_streaming() -> StateGraph:
+    """top -> outer (o1 (streams) -> inner (i1 (streams) -> i2) -> o2) -> tail (streams): the
+    child's and grandchild's outputs reach the root run's stream."""
+    inner = _chain([("i1", streaming_node("i1")), ("i2", node("i2"))]).compile()
+    outer = _chain([("o1", streaming_node("o1")), ("inner", inner), ("o2", node("o2"))]).compile()
+    return _chain([("top", node("top")), ("outer", outer), ("tail", streaming_node("tail"))])
+
+
 #: graph_id -> (builder, compile options), merged into ``lgc_graphs.GRAPHS``.
 SUBGRAPH_GRAPHS: Mapping[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     "sub-approval": (sub_approval, {}),
     "sub-nested": (sub_nested, {}),
     "sub-fanout": (sub_fanout, {}),
     "sub-slow": (sub_slow, {}),
+    "sub-streaming": (sub_streaming, {}),
 }

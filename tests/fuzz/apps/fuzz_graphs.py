@@ -16,6 +16,7 @@ A spec::
       "interrupt_before": [...], "interrupt_after": [...], "interrupt_before_edge": bool,
       "recursion_limit": int,
       "merged": "n1" | None, "merged_check": bool,
+      "compiled": "n2" | None, "compiled_check": bool,
     }
 
 ``merged`` names a node built as a merged subgraph (SPEC §9, ``add_node(id, StateGraph)``):
@@ -23,6 +24,11 @@ its ops run in the child's node ``body`` (merged as ``"<id>-body"``), followed, 
 ``merged_check``, by a node ``check`` that logs ``"<id>/check"``; edges, joins, routes and
 interrupts that name the node reach the subgraph (an ``interrupt_after`` names its last node).
 It is drawn from a generator of its own, so the rest of a seed's graph is as before.
+
+``compiled`` (drawn from a third generator, never the merged node) names a node built as a
+compiled subgraph (``add_node(id, CompiledGraph)``): the same child (``body`` [-> ``check``])
+compiled without a saver (the parent's serves it); its nodes stream and interrupt as the
+child's, with the child's node ids; ``interrupt_after`` names the subgraph node itself.
 
 Every node appends its id to ``log`` and applies its ops, each a deterministic function of the
 state it is given (``s``) and of the config's metadata:
@@ -81,6 +87,9 @@ from langgraph_celery import (
 )
 
 Spec = dict[str, Any]
+
+#: The node ids of a compiled subgraph's child (streamed with these ids, as the child's).
+CHILD_NODES = ("body", "check")
 
 #: Overwrite keys (no reducer): two nodes of one step writing the same one is an error.
 SHARED_KEYS = ("x0", "x1")
@@ -149,6 +158,8 @@ def spec_from_seed(seed: int) -> Spec:
         nodes.append({"id": node, "ops": ops, "async": rng.random() < 0.3, "stream": streams})
     interrupt_before = [rng.choice(ids)] if rng.random() < 0.3 else []
     interrupt_after = [rng.choice(ids)] if rng.random() < 0.3 else []
+    candidates = [n for n in ids if n not in send_targets and out[n]["kind"] != "goto"]
+    merged = _draw_merged(seed, candidates)
     return {
         "seed": seed,
         "nodes": nodes,
@@ -159,10 +170,8 @@ def spec_from_seed(seed: int) -> Spec:
         "interrupt_after": interrupt_after,
         "interrupt_before_edge": bool(interrupt_after) and rng.random() < 0.5,
         "recursion_limit": rng.choice([8, 12, 25]),
-        **_draw_merged(
-            seed,
-            [n for n in ids if n not in send_targets and out[n]["kind"] != "goto"],
-        ),
+        **merged,
+        **_draw_compiled(seed, [n for n in candidates if n != merged["merged"]]),
     }
 
 
@@ -392,6 +401,14 @@ def _plain_route(source: str, edge: Mapping[str, Any]) -> tuple[Callable[..., An
     raise ValueError(f"unknown route kind {kind!r}")
 
 
+def _draw_compiled(seed: int, candidates: list[str]) -> dict[str, Any]:
+    """Which node (not one a Send reaches, a command node, nor the merged one) is a compiled
+    subgraph, if any."""
+    rng = random.Random(f"lgc-fuzz-compiled-{seed}")
+    compiled = rng.choice(candidates) if candidates and rng.random() < 0.4 else None
+    return {"compiled": compiled, "compiled_check": rng.random() < 0.5}
+
+
 def _merged_last(spec: Mapping[str, Any]) -> str:
     """The merged id of the last node of the spec's merged subgraph."""
     return f"{spec['merged']}-{'check' if spec['merged_check'] else 'body'}"
@@ -420,6 +437,9 @@ def build(spec: Mapping[str, Any]) -> StateGraph:
         action = _node(name, ops, is_async, node.get("stream", 0))
         if name == spec.get("merged"):
             graph.add_node(name, _subgraph(name, action, spec["merged_check"]))
+        elif name == spec.get("compiled"):
+            child = _subgraph(name, action, spec["compiled_check"])
+            graph.add_node(name, child.compile())
         else:
             graph.add_node(name, action)
     for source, edge in [(START, spec["start"]), *out.items()]:
