@@ -174,7 +174,8 @@ class CelerySource:
     def _overtaken(self, resumed: Checkpoint | None) -> bool:
         """Whether a later step of ``resumed``'s run was stored after a resume read it: a step
         that was finishing when the run was cancelled stores its checkpoint (marked cancelled
-        too), and the resume, refused as the second writer of that step, starts again from it."""
+        too), and the resume (or ``update_state``), refused as the second writer of that step,
+        starts again from it."""
         if resumed is None:
             return False
         now = _store(self.runtime.saver.get, resumed.thread_id)
@@ -241,20 +242,28 @@ class CelerySource:
     ) -> Checkpoint:
         runtime = self.runtime
         thread_id = runtime.engine.require_thread(config)
-        view, claim = self._claim_thread(thread_id)
-        latest = view.checkpoint
-        try:
-            base = latest
-            if config.checkpoint_id is not None:
-                base = _store(runtime.saver.get, thread_id, config.checkpoint_id)
-                if base is None:
-                    raise GraphStateError(
-                        f"thread {thread_id!r} has no checkpoint {config.checkpoint_id!r}"
-                    )
-            return await runtime.engine.update(base, latest, values, as_node, config)
-        except BaseException:
-            self._release(latest, claim)
-            raise
+        for attempt in range(_LATE_STEPS + 1):
+            view, claim = self._claim_thread(thread_id)
+            latest = view.checkpoint
+            try:
+                base = latest
+                if config.checkpoint_id is not None:
+                    base = _store(runtime.saver.get, thread_id, config.checkpoint_id)
+                    if base is None:
+                        raise GraphStateError(
+                            f"thread {thread_id!r} has no checkpoint {config.checkpoint_id!r}"
+                        )
+                return await runtime.engine.update(base, latest, values, as_node, config)
+            except CheckpointConflictError:
+                self._release(latest, claim)
+                latest_named = config.checkpoint_id is None
+                if not latest_named or attempt == _LATE_STEPS or not self._overtaken(latest):
+                    raise
+                # (a late step of the cancelled run was stored: update after it instead)
+            except BaseException:
+                self._release(latest, claim)
+                raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _claim_thread(self, thread_id: str) -> tuple[CheckpointView, str | None]:
         """Read the thread's latest checkpoint and claim the transition out of it: a start, a
