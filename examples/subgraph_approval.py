@@ -18,7 +18,14 @@ In process with a database: the run parks and this process ends; another one res
     python examples/subgraph_approval.py --db sqlite:////tmp/approval.sqlite "refund order 42"
     python examples/subgraph_approval.py --db sqlite:////tmp/approval.sqlite --resume THREAD
 
-On Celery, with Redis as broker and result backend and checkpoints in a database that the
+On Celery with the in-memory broker, a worker thread of each process serves the tasks (the run
+parks, and another process with its own worker thread resumes it from the database)::
+
+    python examples/subgraph_approval.py --broker memory:// --db sqlite:////tmp/approval.sqlite
+    python examples/subgraph_approval.py --broker memory:// --db sqlite:////tmp/approval.sqlite \\
+        --resume THREAD
+
+On Celery with Redis as broker and result backend and checkpoints in a database that the
 workers and the clients all reach (PostgreSQL; SQLite if they run on one machine), start a
 worker that imports this module with the same settings::
 
@@ -37,6 +44,7 @@ then start the run, and resume it from another process (``--decision reject`` to
 from __future__ import annotations
 
 import argparse
+import contextlib
 import operator
 import os
 import sys
@@ -56,6 +64,7 @@ from langgraph_celery import (
     RunnableConfig,
     StateGraph,
 )
+from langgraph_celery.worker.embedded import embedded_worker_for
 
 BROKER_ENV = "LGC_EXAMPLE_BROKER"
 DATABASE_ENV = "LGC_EXAMPLE_DATABASE"
@@ -135,7 +144,9 @@ def celery_graph(broker_url: str, database_url: str) -> tuple[Any, CompiledGraph
     from langgraph_celery.celery import CeleryExecutor
     from langgraph_celery.checkpoint import SqlSaver
 
-    celery_app = Celery("subgraph_approval", broker=broker_url, backend=broker_url)
+    # (with the in-memory broker, the results stay in this process too)
+    backend = "cache+memory://" if broker_url.startswith("memory://") else broker_url
+    celery_app = Celery("subgraph_approval", broker=broker_url, backend=backend)
     compiled = build_graph().compile(
         CompileConfig(
             checkpoint_saver=SqlSaver(database_url),
@@ -203,9 +214,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         _, graph = celery_graph(args.broker, args.db)
     else:
         graph = in_process_graph(args.db)
+    if args.resume and not args.db:
+        parser.error("--resume needs --db: where the parked run's checkpoints are")
+    # With the in-memory broker (``--broker memory://``) a worker thread of this process serves
+    # the run's tasks; a parked run resumes in another process that starts its own.
+    with embedded_worker_for(graph) or contextlib.nullcontext():
+        return decide(graph, args)
+
+
+def decide(graph: CompiledGraph, args: argparse.Namespace) -> int:
+    """Resume the thread ``args`` names, or start a run and say how it can be resumed."""
     if args.resume:
-        if not args.db:
-            parser.error("--resume needs --db: where the parked run's checkpoints are")
         resume(graph, args.resume, args.decision)
         return 0
     parked = start(graph, args.request)

@@ -93,6 +93,22 @@ def test_a_parked_run_in_a_database_is_resumed_by_another_process(
     ]
 
 
+def test_on_the_memory_broker_another_process_with_its_own_worker_thread_resumes_it(
+    agent: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    database = f"sqlite:///{tmp_path / 'approval.sqlite'}"
+    assert agent.main(["--broker", "memory://", "--db", database, "refund order 9"]) == 0
+    parked, hint = capsys.readouterr().out.splitlines()
+    assert "parked at 'review' (subgraph path ['approval', 'review'])" in parked
+    thread = hint.rsplit("--resume ", 1)[1]
+    assert hint.endswith(f"--broker memory:// --db {database} --resume {thread}")
+    printed = another_process(
+        ["--broker", "memory://", "--db", database, "--resume", thread], app_env(EXAMPLES, {})
+    )
+    assert f"thread {thread}: completed\noutcome: refunded " in printed
+    assert "'draft', 'review: approve', 'act']" in printed
+
+
 def test_the_agent_on_a_celery_worker_is_resumed_by_another_process(
     agent: ModuleType, redis_url: str, tmp_path: Path
 ) -> None:
