@@ -436,6 +436,67 @@ def test_cancelling_a_celery_stream_cancels_its_run(
     assert state.data["log"] == ["a", "b", "c"]
 
 
+@pytest.mark.parametrize("change", ["resume", "update_state"])
+def test_a_change_overtaken_by_a_late_step_of_its_cancelled_run_starts_from_that_step(
+    celery_stack: CeleryStack, thread: str, redis_client: Any, change: str
+) -> None:
+    """A cancel marks the run while node ``a`` still runs; ``a``'s step then stores its
+    checkpoint (cancelled too) between a resume (or ``update_state``) reading the thread and
+    storing its own checkpoint: refused as the second writer of that step, it starts again from
+    the late step's checkpoint (``a``'s update kept, ``a`` not run again) instead of failing
+    with a conflict."""
+    from lgc_graphs import slow
+
+    from app_kit import make_app
+    from langgraph_celery.celery import CeleryExecutor
+    from langgraph_celery.checkpoint import SqlSaver
+
+    class LateStepFirst(SqlSaver):
+        """Lets the held node finish, and waits for its step's checkpoint, before this client
+        stores its first checkpoint."""
+
+        armed = True
+
+        def let_the_late_step_in(self) -> None:
+            if self.armed:
+                self.armed = False
+                read = self.get(thread)
+                redis_client.delete(f"hold:{thread}:a")
+                assert wait_until(
+                    lambda: self.get(thread).step > read.step, 20, 0.01, "a's late step"
+                )
+
+        def put(self, checkpoint: Any) -> Any:
+            self.let_the_late_step_in()
+            return super().put(checkpoint)
+
+        def put_with_timer(self, checkpoint: Any, timer: Any) -> Any:
+            self.let_the_late_step_in()
+            return super().put_with_timer(checkpoint, timer)
+
+    settings = celery_stack.settings
+    app, _ = make_app("late-step-client", settings, "LGC")
+    saver = LateStepFirst(settings["LGC_DB_URL"], table_prefix=settings["LGC_TABLE_PREFIX"])
+    client = slow().compile(
+        CompileConfig(checkpoint_saver=saver, executor=CeleryExecutor(app), graph_id="slow")
+    )
+    config = RunnableConfig(thread_id=thread)
+    redis_client.set(f"hold:{thread}:a", 1)
+    try:
+        handle = celery_stack.graph("slow").start({"thread": thread}, config)
+        assert wait_until(lambda: started(redis_client, thread, "a") == 1, 15, 0.01, "a to start")
+        assert handle.cancel() is True
+        if change == "update_state":
+            client.update_state(config, {"log": ["edited"]})
+        state = client.invoke(GraphInput.resume(), config, timeout=30)
+    finally:
+        redis_client.delete(f"hold:{thread}:a")
+    assert not saver.armed  # the late step was stored while the change was under way
+    edited = ["edited"] if change == "update_state" else []
+    assert state.data["log"] == ["a", *edited, "b", "c"]
+    assert started(redis_client, thread, "a") == 1  # its late update kept: a ran once
+
+
 def test_the_reaper_leaves_a_step_whose_task_a_live_worker_runs(
     celery_stack: CeleryStack, thread: str, redis_client: Any
 ) -> None:

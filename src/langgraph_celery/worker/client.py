@@ -18,7 +18,7 @@ from langgraph_celery.checkpoint.base import (
     CheckpointView,
     WriteKind,
 )
-from langgraph_celery.errors import GraphStateError
+from langgraph_celery.errors import CheckpointConflictError, GraphStateError
 from langgraph_celery.graph import _loop, _sync
 from langgraph_celery.graph._engine import new_id
 from langgraph_celery.graph._local import Outcome
@@ -47,6 +47,8 @@ _WAKE_FALLBACK = 0.25
 #: How long a follower waits at most for what nodes streamed before a step it read was stored
 #: (a round trip to Redis: see ``Subscription.sync``).
 _SYNC_LIMIT = 2.0
+#: How many late steps of a cancelled run a resume starts again after (see ``_overtaken``).
+_LATE_STEPS = 3
 
 T = TypeVar("T")
 
@@ -113,30 +115,41 @@ class CelerySource:
             check_backend(runtime.executor.app)
         if graph_input.value:  # a value that cannot be stored fails before the claim
             runtime.saver.serializer.dumps(dict(graph_input.value))
-        view, claim = self._claim_thread(thread_id)
-        latest = view.checkpoint
-        if (
-            graph_input.is_resume
-            and latest is not None
-            and config.checkpoint_id is None
-            and not _loop.has_pending(latest)
-        ):
-            self._release(latest, claim)
-            raise GraphStateError(
-                f"thread {thread_id!r} has nothing pending to resume (its last run "
-                "completed); start a new run with GraphInput.args(...)"
+        for attempt in range(_LATE_STEPS + 1):
+            view, claim = self._claim_thread(thread_id)
+            latest = view.checkpoint
+            if (
+                graph_input.is_resume
+                and latest is not None
+                and config.checkpoint_id is None
+                and not _loop.has_pending(latest)
+            ):
+                self._release(latest, claim)
+                raise GraphStateError(
+                    f"thread {thread_id!r} has nothing pending to resume (its last run "
+                    "completed); start a new run with GraphInput.args(...)"
+                )
+            # The run's first checkpoint is stored with the reaper's stall timer of its run, both
+            # or neither: a run is never stored unwatched.
+            continues = (
+                graph_input.is_resume and latest is not None and config.checkpoint_id is None
             )
-        # The run's first checkpoint is stored with the reaper's stall timer of its run, both or
-        # neither: a run is never stored unwatched.
-        continues = graph_input.is_resume and latest is not None and config.checkpoint_id is None
-        run_id = latest.run_id if continues and latest is not None else new_id()
-        try:
-            checkpoint, start = await self._store_first(graph_input, config, latest, run_id, view)
-        except BaseException:
-            # Nothing was stored (a failing entry route, a value the reducers refuse, the other
-            # of two first runs): the thread stays as it was (timer included) and usable.
-            self._release(latest, claim)
-            raise
+            run_id = latest.run_id if continues and latest is not None else new_id()
+            try:
+                checkpoint, start = await self._store_first(
+                    graph_input, config, latest, run_id, view
+                )
+            except CheckpointConflictError:
+                self._release(latest, claim)
+                if not continues or attempt == _LATE_STEPS or not self._overtaken(latest):
+                    raise
+                continue  # resume from the late step's checkpoint instead
+            except BaseException:
+                # Nothing was stored (a failing entry route, a value the reducers refuse, the
+                # other of two first runs): the thread stays as it was (timer included) and usable.
+                self._release(latest, claim)
+                raise
+            break
         _store(runtime.record, checkpoint, RunStatus.RUNNING)  # (an upsert: made again if need be)
         subscription = None
         if follow:
@@ -160,6 +173,21 @@ class CelerySource:
                 subscription.close()
             raise
         return checkpoint, start, subscription
+
+    def _overtaken(self, resumed: Checkpoint | None) -> bool:
+        """Whether a later step of ``resumed``'s run was stored after a resume read it: a step
+        that was finishing when the run was cancelled stores its checkpoint (marked cancelled
+        too), and the resume (or ``update_state``), refused as the second writer of that step,
+        starts again from it."""
+        if resumed is None:
+            return False
+        now = _store(self.runtime.saver.get, resumed.thread_id)
+        return (
+            now is not None
+            and now.checkpoint_id != resumed.checkpoint_id
+            and now.run_id == resumed.run_id
+            and now.step > resumed.step
+        )
 
     def why_waiting(self, checkpoint: Checkpoint | None) -> str:
         """What this process can tell about a run that makes no progress: whether live workers
@@ -217,20 +245,28 @@ class CelerySource:
     ) -> Checkpoint:
         runtime = self.runtime
         thread_id = runtime.engine.require_thread(config)
-        view, claim = self._claim_thread(thread_id)
-        latest = view.checkpoint
-        try:
-            base = latest
-            if config.checkpoint_id is not None:
-                base = _store(runtime.saver.get, thread_id, config.checkpoint_id)
-                if base is None:
-                    raise GraphStateError(
-                        f"thread {thread_id!r} has no checkpoint {config.checkpoint_id!r}"
-                    )
-            return await runtime.engine.update(base, latest, values, as_node, config)
-        except BaseException:
-            self._release(latest, claim)
-            raise
+        for attempt in range(_LATE_STEPS + 1):
+            view, claim = self._claim_thread(thread_id)
+            latest = view.checkpoint
+            try:
+                base = latest
+                if config.checkpoint_id is not None:
+                    base = _store(runtime.saver.get, thread_id, config.checkpoint_id)
+                    if base is None:
+                        raise GraphStateError(
+                            f"thread {thread_id!r} has no checkpoint {config.checkpoint_id!r}"
+                        )
+                return await runtime.engine.update(base, latest, values, as_node, config)
+            except CheckpointConflictError:
+                self._release(latest, claim)
+                latest_named = config.checkpoint_id is None
+                if not latest_named or attempt == _LATE_STEPS or not self._overtaken(latest):
+                    raise
+                # (a late step of the cancelled run was stored: update after it instead)
+            except BaseException:
+                self._release(latest, claim)
+                raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _claim_thread(self, thread_id: str) -> tuple[CheckpointView, str | None]:
         """Read the thread's latest checkpoint and claim the transition out of it: a start, a

@@ -537,15 +537,24 @@ ACK_LIMIT = 10.0
 
 
 def streaming() -> StateGraph:
-    """START -> llm -> tail -> END.  ``llm`` emits ``"start"`` (``config.emit``), then streams
-    ``tokens`` from a generator; after the first token it waits until the Redis key
-    ``ack:<thread>`` exists (at most :data:`ACK_LIMIT` s): its final update says whether the
-    ack came (``live``), that is whether a client got the token while the node ran.  ``tail``
-    streams two tokens from an async generator ending with ``Done``."""
+    """START -> llm -> tail -> END.  ``llm`` waits while the Redis key ``hold:<thread>:llm``
+    exists (at most :data:`HOLD_LIMIT` s: a test's gate, to attach followers before anything is
+    streamed), emits ``"start"`` (``config.emit``), then streams ``tokens`` from a generator;
+    after the first token it waits until the Redis key ``ack:<thread>`` exists (at most
+    :data:`ACK_LIMIT` s): its final update says whether the ack came (``live``), that is whether
+    a client got the token while the node ran.  ``tail`` streams two tokens from an async
+    generator ending with ``Done``."""
     graph = log_graph()
 
     def llm(state: AgentState, config: Any) -> dict[str, Any]:
         thread = state.value("thread")
+        gate = _redis()
+        try:
+            deadline = time.monotonic() + HOLD_LIMIT
+            while gate.exists(f"hold:{thread}:llm") and time.monotonic() < deadline:
+                time.sleep(0.01)
+        finally:
+            gate.close()
         config.emit("start")
 
         def tokens() -> Any:
