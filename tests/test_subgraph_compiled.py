@@ -824,3 +824,34 @@ def test_a_child_without_a_saver_parks_and_resumes_on_the_parents(
     state = parent.invoke(GraphInput.resume({"approved": True}), config)
     assert messages(state) == ["plan", "draft", "reviewed", "act"]
     assert child.checkpoint_saver is None  # (the child graph itself still has none)
+
+
+def test_a_new_child_run_on_a_used_child_thread_is_stored_as_it_ran(
+    saver_factory: Callable[[], BaseCheckpointSaver],
+) -> None:
+    """A second run of the parent starts a fresh child run on the child thread the first one
+    used; the child's first checkpoint starts from the child's initial state, not from the
+    earlier child run's: what is stored (read through a new handle on the store) is what ran."""
+    saver = saver_factory()
+    child = chain([("c1", lambda s: {"messages": "c1"}), ("c2", lambda s: {"messages": "c2"})])
+    parent = (
+        StateGraph(SCHEMA)
+        .add_node("a", lambda s: {"messages": "a"})
+        .add_node("sub", child)
+        .add_edge(START, "a")
+        .add_edge("a", "sub")
+        .add_edge("sub", END)
+        .compile(CompileConfig(checkpoint_saver=saver))
+    )
+    config = RunnableConfig(thread_id="twice")
+    first = parent.invoke({}, config)
+    second = parent.invoke({}, config)
+    assert messages(first) == ["a", "c1", "c2"]
+    assert messages(second) == ["a", "c1", "c2"] * 2
+    cold = saver_factory()
+    stored = cold.get("twice")
+    assert stored is not None and stored.values == second.data
+    for checkpoint in cold.list("twice/sub"):  # every child checkpoint read back as it ran
+        assert len(checkpoint.values.get("messages", [])) <= len(messages(second))
+    child_latest = cold.get("twice/sub")
+    assert child_latest is not None and child_latest.values["messages"] == messages(second)

@@ -290,13 +290,16 @@ class Engine:
         base_writes: Sequence[PendingWrite] | None = None,
         extra: Mapping[str, Any] | None = None,
         store: Store | None = None,
+        fresh: bool = False,
     ) -> tuple[Checkpoint, NodeOutput | None]:
         """:meth:`begin` from ``base``, the checkpoint the caller read (and claimed): the one
         ``config.checkpoint_id`` names, else the thread's latest; ``None`` for a new thread,
         whose first checkpoint then has no parent (of two first runs racing on a new thread the
         saver stores one).  A new run gets ``run_id`` if given; ``base_writes`` are ``base``'s
         pending writes if the caller has read them; ``extra`` goes into the stored checkpoint's
-        ``extra`` (what an executor records about the invocation); ``store`` stores it."""
+        ``extra`` (what an executor records about the invocation); ``store`` stores it.  With
+        ``fresh``, ``base``'s values are not the stored ones (a compiled subgraph's new child run
+        starts from its initial state): the first checkpoint is stored whole, not as a delta."""
         thread_id = config.thread_id
         self.check_owner(base)
         added = dict(extra or {})
@@ -333,7 +336,7 @@ class Engine:
                 extra={Extra.BARRIERS: barriers, **added} if barriers else added,
                 metadata={"source": "input", "update": graph_input.value or {}},
                 kind=CheckpointKind.INPUT,
-                delta=ops if base is not None else None,
+                delta=ops if base is not None and not fresh else None,
             ),
             store,
         )

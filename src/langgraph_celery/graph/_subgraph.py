@@ -200,7 +200,8 @@ def child_input(
     """How the child run goes on from the child thread's ``latest``, given the node's input
     ``values``: resumed (when it ``started`` with a state) with the changes the parent's state
     went through since, or a new run whose state is ``values`` alone (not merged with the
-    thread's earlier runs'), after ``latest``; and the checkpoint it goes on from."""
+    thread's earlier runs'), after ``latest``; and the checkpoint it goes on from (for a new run,
+    ``latest`` with the initial values: ``Engine.begin_from(..., fresh=True)`` stores it whole)."""
     if started is not None:
         return GraphInput.resume(changes(schema, started, values) or None), latest
     base = latest
@@ -293,7 +294,11 @@ class SubgraphNode:
 
             async def begin(run_config: RunnableConfig) -> tuple[Checkpoint, NodeOutput | None]:
                 return await engine.begin_from(
-                    base, graph_input, run_config, extra={Extra.PARENT: {"run_id": parent_run}}
+                    base,
+                    graph_input,
+                    run_config,
+                    extra={Extra.PARENT: {"run_id": parent_run}},
+                    fresh=True,
                 )
 
         outcome = Outcome()

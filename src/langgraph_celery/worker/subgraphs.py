@@ -171,7 +171,7 @@ async def start_child(
     graph_input, base = child_input(engine.spec.schema, latest, started, values)
     try:
         first, _ = await engine.begin_from(
-            base, graph_input, config, extra=extra, store=child.store_first
+            base, graph_input, config, extra=extra, store=child.store_first, fresh=True
         )
     except CheckpointConflictError:
         return TaskResult(TaskStatus.DUPLICATE, task.node)  # another delivery started it
