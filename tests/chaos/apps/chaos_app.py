@@ -109,10 +109,10 @@ def _duplicate_node_messages(executor: CeleryExecutor) -> None:
     """Chaos: publish every node message of a ``dup-`` thread twice (same kwargs, same id)."""
     send = executor._send_node
 
-    def send_twice(envelope: Any, task: Any, carried: bool = False) -> None:
-        send(envelope, task, carried)
+    def send_twice(envelope: Any, task: Any, carried: bool = False, parent: Any = None) -> None:
+        send(envelope, task, carried, parent)
         if envelope.thread_id.startswith(DUPLICATE_PREFIX):
-            send(envelope, task, carried)
+            send(envelope, task, carried, parent)
 
     executor._send_node = send_twice  # type: ignore[method-assign]
 
