@@ -168,11 +168,14 @@ def test_exit_duplicated_messages_apply_nothing_twice(
     assert [s.config.checkpoint_id for s in graph.get_state_history(config)] == history
 
 
-def test_exit_a_cancelled_run_stops_at_its_next_step_stored_and_resumable(
-    celery_stack: CeleryStack, thread: str, redis_client: Any
+@pytest.mark.parametrize("mode", ["exit", "async"])
+def test_carried_a_cancelled_run_stops_at_its_next_step_stored_and_resumable(
+    celery_stack: CeleryStack, thread: str, redis_client: Any, mode: str
 ) -> None:
+    """Cancelled while b runs: b's step is stored (exit: where the run stopped; async: it is
+    stored after the cancel's mark, as in "sync"), c never starts, and a resume runs c."""
     graph = celery_stack.graph("slow")
-    config = RunnableConfig(thread_id=thread, durability="exit")
+    config = RunnableConfig(thread_id=thread, durability=mode)  # type: ignore[arg-type]
     redis_client.set(f"hold:{thread}:b", 1)  # b waits until the run is cancelled
     handle = graph.start({"thread": thread}, config)
     wait_until(lambda: redis_client.get(f"started:{thread}:b"), 10, 0.01, "node b to start")

@@ -145,8 +145,18 @@ async def commit_carried(
     )
     if _loop.stores_behind(config.durability):
         ahead = Carried(at, checkpoint.checkpoint_id, carried.watched_at) if goes_on else None
-        if not _own_stored(runtime, carried, kept, ahead):
+        own_stored, cancelled = _own_stored(runtime, carried, kept, ahead)
+        if not own_stored:
             return TaskResult(TaskStatus.MERGED_ELSEWHERE)
+        if cancelled is not None and ahead is not None:
+            # cancelled since this task read its step: it goes no further (its own step is
+            # stored after the cancel's mark, as in "sync"; not after its parent's)
+            runtime.carrier.forget(at.checkpoint_id)
+            if cancelled == checkpoint.checkpoint_id:
+                with contextlib.suppress(CheckpointConflictError):
+                    runtime.store_step(at)
+            runtime.executor.notifier.publish(at.thread_id, final=True)
+            return TaskResult(TaskStatus.STOPPED, checkpoint.next[-1])
         if ahead is not None:
             return _store_behind(runtime, at)
         kept = False  # (gone from the result backend with its stored sign)
@@ -187,23 +197,27 @@ async def commit_carried(
     return runtime.merged(stored)
 
 
-def _own_stored(runtime: GraphRuntime, carried: Carried, kept: bool, ahead: Carried | None) -> bool:
+def _own_stored(
+    runtime: GraphRuntime, carried: Carried, kept: bool, ahead: Carried | None
+) -> tuple[bool, str | None]:
     """(async) Make sure the step's own checkpoint is in the store before anything after it
     is sent or stored, and put the next one (``ahead``), if any, in the result backend (one
     round trip).  The task that carried the step's checkpoint signs when it has stored it;
     without the sign (its store is in flight, or its task died) it is stored here, from the
-    carried copy (the compare-and-set keeps one).  False if another copy of the run stored
-    another checkpoint at its step (that one goes on)."""
+    carried copy (the compare-and-set keeps one).  Whether it is stored (False if another copy
+    of the run stored another checkpoint at its step: that one goes on), and where a client
+    cancelled the run (there or at its parent) if it did since this task read it."""
     own = carried.checkpoint
     if own.checkpoint_id == carried.stored_id:  # read from the store, or a run's first
         if ahead is not None:
             runtime.carrier.put(ahead, own.checkpoint_id if kept else None)
         elif kept:
             runtime.carrier.forget(own.checkpoint_id)
-        return True
-    if runtime.carrier.swap(ahead, own.checkpoint_id):
-        return True
-    return materialize(runtime, carried, put=False) is not None
+        return True, None
+    there, cancelled = runtime.carrier.swap(ahead, own)
+    if there:
+        return True, cancelled
+    return materialize(runtime, carried, put=False) is not None, cancelled
 
 
 def _store_behind(runtime: GraphRuntime, at: Checkpoint) -> TaskResult:

@@ -137,27 +137,35 @@ class Carrier:
         cancelled = cancelled_at is not None and cancelled_at in (stored_id, data["checkpoint_id"])
         return Carried(checkpoint, stored_id, data["watched_at"]), cancelled
 
-    def swap(self, carried: Carried | None, own_id: str) -> bool:
-        """(async) Put ``carried`` (if any) and remove the carried checkpoint ``own_id`` (the
-        step it was computed from) with its stored sign; whether that sign was there (``own_id``
-        is in the store): one round trip on Redis."""
+    def swap(self, carried: Carried | None, own: Checkpoint) -> tuple[bool, str | None]:
+        """(async) Put ``carried`` (if any) and remove the carried checkpoint ``own`` (the step
+        it was computed from) with its stored sign: whether that sign was there (``own`` is in
+        the store), and where the run was cancelled (``own`` or its parent), if it was since
+        ``own``'s task read it; one round trip on Redis."""
         backend = self.app.backend
         client: Any = getattr(backend, "client", None)
+        own_id = own.checkpoint_id
         sign = _STORED + own_id
         if not callable(getattr(client, "pipeline", None)):
             there = backend.get(sign) is not None
+            cancelled_at = backend.get(_CANCEL + own.run_id)
             if carried is not None:
                 backend.set(_KEY + carried.checkpoint.checkpoint_id, self._dump(carried))
             backend.delete(_KEY + own_id)
             backend.delete(sign)
-            return there
-        with client.pipeline() as pipe:
-            pipe.delete(sign)
-            pipe.delete(_KEY + own_id)
-            if carried is not None:
-                key = _KEY + carried.checkpoint.checkpoint_id
-                pipe.set(key, self._dump(carried), ex=self._expires())
-            return bool(pipe.execute()[0])
+        else:
+            with client.pipeline() as pipe:
+                pipe.delete(sign)
+                pipe.get(_CANCEL + own.run_id)
+                pipe.delete(_KEY + own_id)
+                if carried is not None:
+                    key = _KEY + carried.checkpoint.checkpoint_id
+                    pipe.set(key, self._dump(carried), ex=self._expires())
+                done = pipe.execute()
+            there, cancelled_at = bool(done[0]), done[1]
+        if isinstance(cancelled_at, bytes):
+            cancelled_at = cancelled_at.decode()
+        return there, cancelled_at if cancelled_at in (own_id, own.parent_id) else None
 
     def stored(self, checkpoint_id: str) -> None:
         """(async) Sign that the carried checkpoint ``checkpoint_id`` is in the store now; not
