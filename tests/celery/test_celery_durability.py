@@ -1,10 +1,12 @@
 """SPEC §10 on Celery workers: ``durability="exit"`` carries each step's checkpoint to the next
 step's task in the result backend and stores only where the run stops (and before a step of
-several tasks); the outcome and the stored states are those of ``"sync"``; duplicated messages
-apply nothing twice; task results stay small and expire."""
+several tasks); ``"async"`` carries it likewise and stores every step behind its next step's
+send; the outcome and the stored states are those of ``"sync"``; duplicated messages apply
+nothing twice; task results stay small and expire."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -166,11 +168,14 @@ def test_exit_duplicated_messages_apply_nothing_twice(
     assert [s.config.checkpoint_id for s in graph.get_state_history(config)] == history
 
 
-def test_exit_a_cancelled_run_stops_at_its_next_step_stored_and_resumable(
-    celery_stack: CeleryStack, thread: str, redis_client: Any
+@pytest.mark.parametrize("mode", ["exit", "async"])
+def test_carried_a_cancelled_run_stops_at_its_next_step_stored_and_resumable(
+    celery_stack: CeleryStack, thread: str, redis_client: Any, mode: str
 ) -> None:
+    """Cancelled while b runs: b's step is stored (exit: where the run stopped; async: it is
+    stored after the cancel's mark, as in "sync"), c never starts, and a resume runs c."""
     graph = celery_stack.graph("slow")
-    config = RunnableConfig(thread_id=thread, durability="exit")
+    config = RunnableConfig(thread_id=thread, durability=mode)  # type: ignore[arg-type]
     redis_client.set(f"hold:{thread}:b", 1)  # b waits until the run is cancelled
     handle = graph.start({"thread": thread}, config)
     wait_until(lambda: redis_client.get(f"started:{thread}:b"), 10, 0.01, "node b to start")
@@ -189,3 +194,93 @@ def test_exit_a_cancelled_run_stops_at_its_next_step_stored_and_resumable(
     result = graph.invoke(GraphInput.resume(), config)
     assert result.data["log"] == ["a", "b", "c"]
     assert int(redis_client.get(f"calls:{thread}:b")) == 1
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_async_ends_alike_and_stores_every_step_sync_stores(
+    celery_stack: CeleryStack, name: str, thread: str
+) -> None:
+    scenario = SCENARIOS[name]
+    local = scenario.build().compile(
+        CompileConfig(checkpoint_saver=MemorySaver(), **scenario.compile)
+    )
+    expected = run_calls(local, name, thread, "sync")
+    remote = run_calls(celery_stack.graph(f"parity-{name}"), name, thread, "async")
+    assert remote["outcomes"] == expected["outcomes"]
+    assert remote["state"] == expected["state"]
+    assert remote["history"] == expected["history"]
+    # stored in order: each checkpoint's parent is the one stored before it
+    parents = list(reversed(remote["parents"]))
+    assert all(parent == before[0] for before, (_, parent) in itertools.pairwise(parents))
+
+
+def test_async_carries_each_step_and_stores_it_behind_the_send(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    """A chain with "async": the next step's task reads its checkpoint in the result backend
+    (the tasks' results say each step was stored, as in "sync"); a follower streaming the run
+    sees every step; nothing is left in the result backend once the run ended."""
+    graph = celery_stack.graph("parity-chain")
+    before = set(redis_client.scan_iter("lgc:carried:*")) | set(
+        redis_client.scan_iter("lgc:stored:*")
+    )
+    streamed = {
+        mode: [
+            output.node
+            for output in graph.stream(
+                {"topic": "x"}, RunnableConfig(thread_id=f"{thread}-{mode}", durability=mode)
+            )
+        ]
+        for mode in ("sync", "async")
+    }
+    assert streamed["async"] == streamed["sync"]
+    assert streamed["async"][-4:-1] == ["a", "b", "c"]
+    config = RunnableConfig(thread_id=f"{thread}-async", durability="async")
+    history = list(reversed(graph.get_state_history(config)))
+    assert [(s.step, s.node) for s in history] == [(-1, START), (0, "a"), (1, "b"), (2, "c")]
+    run_id = _run_of(celery_stack, f"{thread}-async")
+    results = []
+    for snapshot in history[:-1]:
+        task_id = celery_task_id(run_id, snapshot.config.checkpoint_id or "", snapshot.next[0])
+        result = celery_stack.app.AsyncResult(task_id)
+        wait_until(lambda r=result: r.state == "SUCCESS", 10, 0.02, "a node task")
+        results.append(result.result)
+    assert [r["status"] for r in results] == ["merged", "merged", "merged"]
+    assert [r["checkpoint_id"] for r in results] == [s.config.checkpoint_id for s in history[1:]]
+    celery_stack.wait_until_quiet()
+    left = set(redis_client.scan_iter("lgc:carried:*")) | set(
+        redis_client.scan_iter("lgc:stored:*")
+    )
+    assert left == before
+
+
+def test_async_duplicated_messages_apply_nothing_twice(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    """Every message of a run with durability "async" delivered again (the carried ones with
+    their header) once it ended: the stored state and history do not change."""
+    graph = celery_stack.graph("slow")
+    config = RunnableConfig(thread_id=thread, durability="async")
+    state = graph.invoke({"thread": thread}, config)
+    assert state.data["log"] == ["a", "b", "c"]
+    history = [s.config.checkpoint_id for s in graph.get_state_history(config)]
+    assert len(history) == 4
+    run_id = _run_of(celery_stack, thread)
+    first = celery_stack.saver.list(thread)[-1]
+    task = celery_stack.app.AsyncResult(celery_task_id(run_id, first.checkpoint_id, "a"))
+    wait_until(lambda: task.state == "SUCCESS", 10, 0.02, "a's task")
+    after_a = task.result["checkpoint_id"]
+    b_kwargs = {**task.kwargs, "node": "b", "task_id": "b", "checkpoint_id": after_a}
+    b_kwargs["step"] = task.result["step"]
+    app = celery_stack.app
+    app.send_task(task.name, kwargs=task.kwargs, task_id=task.id)
+    app.send_task(
+        task.name.replace(".a", ".b"),
+        kwargs=b_kwargs,
+        task_id=celery_task_id(run_id, after_a, "b"),
+        headers={"lgc_carried": True},
+    )
+    celery_stack.wait_until_quiet()  # and whatever the duplicates sent has run
+    assert graph.get_state(config).state.data == state.data
+    assert [s.config.checkpoint_id for s in graph.get_state_history(config)] == history
+    assert int(redis_client.get(f"calls:{thread}:c")) == 1

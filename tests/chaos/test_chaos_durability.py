@@ -1,10 +1,12 @@
 """``kill -9`` mid-run in each durability mode: what docs/failure-modes.md ("Durability modes")
 says a crash loses and runs twice.
 
-- ``"sync"`` (and ``"async"``, which stores as ``"sync"`` on Celery): nothing is lost; every
-  step stored once, the history one line; only the node that was running runs again.
-- ``"exit"``, a pool process killed: the message comes back with its carried checkpoint, which
-  is stored before the node runs again: only that node runs twice, nothing before it.
+- ``"sync"`` and ``"async"`` (which carries each step to the next task and stores it right
+  behind the send), a whole worker killed: nothing is lost; every step stored once, the history
+  one line; only the node that was running runs again.
+- ``"exit"`` and ``"async"``, a pool process killed: the message comes back with its carried
+  checkpoint, which is stored (if it is not yet) before the node runs again: only that node
+  runs twice, nothing before it.
 - ``"exit"``, a whole worker killed (its messages held until the broker's visibility timeout):
   the steps since the last store are lost; the reaper restarts the run from its last stored
   checkpoint (its start), and the nodes since run again.  Each update lands once in the state.
@@ -106,9 +108,12 @@ def test_sync_kill_worker_loses_nothing_and_applies_each_update_once(
     assert stack.workers[0].alive()
 
 
-def test_exit_kill_pool_process_runs_only_that_node_again(stack: ChaosStack) -> None:
+@pytest.mark.parametrize(("mode", "steps"), [("exit", [-1, 0, 2]), ("async", [-1, 0, 1, 2])])
+def test_carried_kill_pool_process_runs_only_that_node_again(
+    stack: ChaosStack, mode: str, steps: list[int]
+) -> None:
     worker = stack.workers[0]
-    runs = _start(stack, "dur-exit-pool", "exit")
+    runs = _start(stack, f"dur-{mode}-pool", mode)
     killed: set[str] = set()
     deadline = time.monotonic() + 30
     while len(killed) < len(runs):
@@ -126,7 +131,8 @@ def test_exit_kill_pool_process_runs_only_that_node_again(stack: ChaosStack) -> 
         assert ran.count("a") == 1, ran  # carried, not lost: a does not run again
         assert ran.count("b") == 2, ran
         assert ran.count("c") == 1, ran
-        _assert_stored_once(stack, thread, [-1, 0, 2])  # b's step stored on its redelivery
+        # (exit: b's step stored on its redelivery; async: every step)
+        _assert_stored_once(stack, thread, steps)
     assert worker.alive(), worker.log()[-4000:]
 
 
@@ -165,14 +171,18 @@ def _assert_stored_once(stack: ChaosStack, thread: str, steps: list[int]) -> Non
     assert not {names.ERROR, names.CANCEL, names.INTERRUPT} & set(view.writes), where
 
 
-def test_exit_duplicated_messages_apply_once(stack: ChaosStack) -> None:
-    """Every node message of an "exit" run published twice (the carried ones too, with their
-    header), both copies running side by side: one line of stored checkpoints, each update
-    once.  A copy that comes after the first committed finds its carried state gone and is
-    dropped; copies running together compute the same checkpoints, and the store keeps one."""
-    runs = _start(stack, "dup-exit", "exit")
+@pytest.mark.parametrize(("mode", "steps"), [("exit", [-1, 2]), ("async", [-1, 0, 1, 2])])
+def test_carried_duplicated_messages_apply_once(
+    stack: ChaosStack, mode: str, steps: list[int]
+) -> None:
+    """Every node message of an "exit" or "async" run published twice (the carried ones too,
+    with their header), both copies running side by side: one line of stored checkpoints, each
+    update once.  A copy that comes after the first committed finds its carried state gone and
+    is dropped; copies running together compute the same checkpoints, and the store keeps
+    one."""
+    runs = _start(stack, f"dup-{mode}", mode)
     for thread, handle in runs:
         _wait(stack, thread, handle)
-        _assert_stored_once(stack, thread, [-1, 2])
+        _assert_stored_once(stack, thread, steps)
     executions = sum(len(started(stack.side, thread)) for thread, _ in runs)
     assert executions > len(CHAIN) * len(runs)  # the copies really ran

@@ -61,6 +61,7 @@ __all__ = [
     "recursion_error",
     "status_of",
     "steps_taken",
+    "stores_behind",
 ]
 
 
@@ -426,14 +427,22 @@ def decide_step(tasks: Sequence[PendingTask], marks: StepMarks) -> Decision:
 
 
 def keeps_unstored(durability: str, decision: Decision, *, fan_out: bool = True) -> bool:
-    """Whether the checkpoint ``decision`` was taken from may stay out of the store, carried
-    to its step in memory (in process) or in the result backend (Celery): only with
-    ``durability="exit"``, and only when the run goes on (a run that completes, parks or fails
-    there stores it).  ``fan_out=False``: a step of several tasks is stored first (its tasks
-    record their updates as pending writes of a stored checkpoint)."""
-    if durability != "exit" or decision.action is not Action.DISPATCH:
+    """Whether the checkpoint ``decision`` was taken from may go to its step's task before it
+    is stored, carried in memory (in process) or in the result backend (Celery): only with
+    ``durability="exit"`` or ``"async"`` (:func:`stores_behind`), and only when the run goes on
+    (a run that completes, parks or fails there stores it first).  ``fan_out=False``: a step of
+    several tasks is stored first (its tasks record their updates as pending writes of a stored
+    checkpoint)."""
+    if durability not in ("exit", "async") or decision.action is not Action.DISPATCH:
         return False
     return fan_out or len(decision.tasks) == 1
+
+
+def stores_behind(durability: str) -> bool:
+    """Whether a checkpoint carried to its step is stored right behind it, while that step
+    runs (``"async"``: every step ends up stored, one store in flight per run, in order), or
+    only where the run stops (``"exit"``)."""
+    return durability == "async"
 
 
 def rebased(checkpoint: Checkpoint, parent_id: str | None) -> Checkpoint:

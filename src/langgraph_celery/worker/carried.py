@@ -1,12 +1,14 @@
-"""The node task's side of ``durability="exit"`` (the result backend's side is
-``worker/carry.py``): a step's checkpoint carried to the next step's task instead of the store,
-stored where the run stops, before a step of several tasks, on a redelivered message and on a
-cancel.  Functions of a :class:`~langgraph_celery.worker.runtime.GraphRuntime`, which calls
-them where its node task reads a step, commits it, or parks or fails a run.
+"""The node task's side of ``durability="exit"`` and ``"async"`` (the result backend's side is
+``worker/carry.py``): a step's checkpoint carried to the next step's task instead of the store
+(exit: stored where the run stops, before a step of several tasks, on a redelivered message and
+on a cancel) or ahead of it (async: stored by the task that carried it, right after the send).
+Functions of a :class:`~langgraph_celery.worker.runtime.GraphRuntime`, which calls them where
+its node task reads a step, commits it, or parks or fails a run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -138,7 +140,27 @@ async def commit_carried(
         if stored is not None:
             runtime.step_failed(stored, writes, error)
         raise
-    if decision is not None and _loop.keeps_unstored(config.durability, decision, fan_out=False):
+    goes_on = decision is not None and _loop.keeps_unstored(
+        config.durability, decision, fan_out=False
+    )
+    if _loop.stores_behind(config.durability):
+        ahead = Carried(at, checkpoint.checkpoint_id, carried.watched_at) if goes_on else None
+        own_stored, cancelled = _own_stored(runtime, carried, kept, ahead)
+        if not own_stored:
+            return TaskResult(TaskStatus.MERGED_ELSEWHERE)
+        if cancelled is not None and ahead is not None:
+            # cancelled since this task read its step: it goes no further (its own step is
+            # stored after the cancel's mark, as in "sync"; not after its parent's)
+            runtime.carrier.forget(at.checkpoint_id)
+            if cancelled == checkpoint.checkpoint_id:
+                with contextlib.suppress(CheckpointConflictError):
+                    runtime.store_step(at)
+            runtime.executor.notifier.publish(at.thread_id, final=True)
+            return TaskResult(TaskStatus.STOPPED, checkpoint.next[-1])
+        if ahead is not None:
+            return _store_behind(runtime, at)
+        kept = False  # (gone from the result backend with its stored sign)
+    elif goes_on:
         watched_at = watched(runtime, at, carried.watched_at)
         # (one carried state per run: the step's own goes as the next one is put)
         forget = checkpoint.checkpoint_id if kept else None
@@ -147,7 +169,11 @@ async def commit_carried(
         return TaskResult(
             TaskStatus.CARRIED, checkpoint_id=at.checkpoint_id, step=at.step, next=at.next
         )
-    stored = materialize(runtime, Carried(at, carried.stored_id, carried.watched_at), put=False)
+    # (async: the step's own checkpoint is stored now)
+    stored_id = checkpoint.checkpoint_id if _loop.stores_behind(config.durability) else None
+    stored = materialize(
+        runtime, Carried(at, stored_id or carried.stored_id, carried.watched_at), put=False
+    )
     if stored is None or stored.checkpoint_id != at.checkpoint_id:
         return TaskResult(TaskStatus.MERGED_ELSEWHERE)
     if result.interruption is not None or decision is None:
@@ -169,3 +195,37 @@ async def commit_carried(
     if kept:
         runtime.carrier.forget(checkpoint.checkpoint_id)
     return runtime.merged(stored)
+
+
+def _own_stored(
+    runtime: GraphRuntime, carried: Carried, kept: bool, ahead: Carried | None
+) -> tuple[bool, str | None]:
+    """(async) Make sure the step's own checkpoint is in the store before anything after it
+    is sent or stored, and put the next one (``ahead``), if any, in the result backend (one
+    round trip).  The task that carried the step's checkpoint signs when it has stored it;
+    without the sign (its store is in flight, or its task died) it is stored here, from the
+    carried copy (the compare-and-set keeps one).  Whether it is stored (False if another copy
+    of the run stored another checkpoint at its step: that one goes on), and where a client
+    cancelled the run (there or at its parent) if it did since this task read it."""
+    own = carried.checkpoint
+    if own.checkpoint_id == carried.stored_id:  # read from the store, or a run's first
+        if ahead is not None:
+            runtime.carrier.put(ahead, own.checkpoint_id if kept else None)
+        elif kept:
+            runtime.carrier.forget(own.checkpoint_id)
+        return True, None
+    there, cancelled = runtime.carrier.swap(ahead, own)
+    if there:
+        return True, cancelled
+    return materialize(runtime, carried, put=False) is not None, cancelled
+
+
+def _store_behind(runtime: GraphRuntime, at: Checkpoint) -> TaskResult:
+    """(async) Send ``at``'s task (``at`` is in the result backend), then store ``at`` while
+    that task runs, and sign that it is stored; the task's result is a stored step's."""
+    runtime.send(at, carried=True)
+    with contextlib.suppress(CheckpointConflictError):  # (the next task stored it: no sign)
+        runtime.store_step(at)
+        runtime.carrier.stored(at.checkpoint_id)
+    runtime.step_stored(at)
+    return runtime.merged(at)

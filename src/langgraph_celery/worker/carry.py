@@ -19,6 +19,14 @@ is put, so a run holds one state in the result backend at a time.  A client that
 run marks its last stored checkpoint, as always, and leaves a sign in the backend
 (``lgc:cancelled:<run_id>``) that the next carried step reads with its checkpoint, in the same
 round trip: that step stores its checkpoint and stops there.  Keys: ``worker/names.py``.
+
+With ``durability="async"`` the same carriage runs, and the task that carried a checkpoint also
+stores it, right after sending its step's task (so the next node starts without waiting for the
+store), then leaves a sign that it did (``lgc:stored:<checkpoint_id>``).  The next step's task
+takes that sign as it puts the checkpoint after (:meth:`Carrier.swap`); missing (the store is
+still in flight, or its task died), it stores its own step's checkpoint first, from the copy it
+carries (the compare-and-set keeps one), before it sends the next step: a run has one store in
+flight at a time, and a checkpoint is never stored before its parent.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ __all__ = ["HEADER", "Carried", "Carrier", "carried_id", "check_backend"]
 HEADER = names.CARRIED_HEADER
 _KEY = names.CARRIED_KEY
 _CANCEL = names.CANCELLED_KEY
+_STORED = names.STORED_KEY
 
 
 def carried_id(parent_id: str) -> str:
@@ -59,13 +68,14 @@ class Carried:
 
 
 def check_backend(app: Any) -> None:
-    """Refuse ``durability="exit"`` on an app whose result backend cannot carry state."""
+    """Refuse ``durability="exit"`` or ``"async"`` on an app whose result backend cannot
+    carry state."""
     if not _key_value(app.backend):
         raise GraphStateError(
-            f"durability='exit' on Celery carries each step's state in the result backend, "
-            f"which must be a key-value store (redis://...); this app's is "
+            f"durability='exit' or 'async' on Celery carries each step's state in the result "
+            f"backend, which must be a key-value store (redis://...); this app's is "
             f"{type(app.backend).__name__}: configure result_backend='redis://...', or run "
-            "with durability='sync' or 'async'"
+            "with durability='sync'"
         )
 
 
@@ -84,8 +94,13 @@ class Carrier:
     def put(self, carried: Carried, forget: str | None = None) -> int:
         """Store ``carried`` (and remove the carried checkpoint ``forget``, the step it was
         computed from); the size of what was stored (bytes)."""
+        data = self._dump(carried)
+        self._set(_KEY + carried.checkpoint.checkpoint_id, data, forget)
+        return len(data)
+
+    def _dump(self, carried: Carried) -> str:
         checkpoint = carried.checkpoint
-        data = self.serializer.dumps(
+        return self.serializer.dumps(
             {
                 "thread_id": checkpoint.thread_id,
                 "checkpoint_id": checkpoint.checkpoint_id,
@@ -98,13 +113,11 @@ class Carrier:
                 "watched_at": carried.watched_at,
             }
         )
-        self._set(_KEY + checkpoint.checkpoint_id, data, forget)
-        return len(data)
 
     def get(self, checkpoint_id: str, run_id: str) -> tuple[Carried | None, bool]:
         """The carried checkpoint ``checkpoint_id`` of run ``run_id`` (``None`` if there is
-        none), and whether the run was cancelled at its last stored checkpoint (a client's
-        :meth:`cancel`): one round trip."""
+        none), and whether the run was cancelled at its last stored checkpoint, or (async) at
+        this one, stored already (a client's :meth:`cancel`): one round trip."""
         raw, cancelled_at = self.app.backend.mget([_KEY + checkpoint_id, _CANCEL + run_id])
         if raw is None:
             return None, False
@@ -121,10 +134,65 @@ class Carrier:
             parent_id=data["parent_id"],
             created_at=data["created_at"],
         )
-        return Carried(checkpoint, stored_id, data["watched_at"]), cancelled_at == stored_id
+        cancelled = cancelled_at is not None and cancelled_at in (stored_id, data["checkpoint_id"])
+        return Carried(checkpoint, stored_id, data["watched_at"]), cancelled
+
+    def swap(self, carried: Carried | None, own: Checkpoint) -> tuple[bool, str | None]:
+        """(async) Put ``carried`` (if any) and remove the carried checkpoint ``own`` (the step
+        it was computed from) with its stored sign: whether that sign was there (``own`` is in
+        the store), and where the run was cancelled (``own`` or its parent), if it was since
+        ``own``'s task read it; one round trip on Redis."""
+        backend = self.app.backend
+        client: Any = getattr(backend, "client", None)
+        own_id = own.checkpoint_id
+        sign = _STORED + own_id
+        if not callable(getattr(client, "pipeline", None)):
+            there = backend.get(sign) is not None
+            cancelled_at = backend.get(_CANCEL + own.run_id)
+            if carried is not None:
+                backend.set(_KEY + carried.checkpoint.checkpoint_id, self._dump(carried))
+            backend.delete(_KEY + own_id)
+            backend.delete(sign)
+        else:
+            with client.pipeline() as pipe:
+                pipe.delete(sign)
+                pipe.get(_CANCEL + own.run_id)
+                pipe.delete(_KEY + own_id)
+                if carried is not None:
+                    key = _KEY + carried.checkpoint.checkpoint_id
+                    pipe.set(key, self._dump(carried), ex=self._expires())
+                done = pipe.execute()
+            there, cancelled_at = bool(done[0]), done[1]
+        if isinstance(cancelled_at, bytes):
+            cancelled_at = cancelled_at.decode()
+        return there, cancelled_at if cancelled_at in (own_id, own.parent_id) else None
+
+    def stored(self, checkpoint_id: str) -> None:
+        """(async) Sign that the carried checkpoint ``checkpoint_id`` is in the store now; not
+        left behind if its step's task took the checkpoint already (it stored it itself)."""
+        backend = self.app.backend
+        client: Any = getattr(backend, "client", None)
+        sign = _STORED + checkpoint_id
+        if not callable(getattr(client, "pipeline", None)):
+            backend.set(sign, "1")
+            if backend.get(_KEY + checkpoint_id) is None:
+                backend.delete(sign)
+            return
+        with client.pipeline() as pipe:
+            pipe.set(sign, "1", ex=self._expires())
+            pipe.exists(_KEY + checkpoint_id)
+            if not pipe.execute()[1]:
+                backend.delete(sign)
 
     def forget(self, checkpoint_id: str) -> None:
-        self.app.backend.delete(_KEY + checkpoint_id)
+        """Remove the carried checkpoint ``checkpoint_id`` (and its stored sign, if any)."""
+        backend = self.app.backend
+        client: Any = getattr(backend, "client", None)
+        if callable(getattr(client, "delete", None)):
+            client.delete(_KEY + checkpoint_id, _STORED + checkpoint_id)
+        else:
+            backend.delete(_KEY + checkpoint_id)
+            backend.delete(_STORED + checkpoint_id)
 
     def cancel(self, checkpoint: Checkpoint) -> None:
         """Tell the carried steps of ``checkpoint``'s run that it was cancelled there, at its
@@ -142,9 +210,12 @@ class Carrier:
             if forget is not None:
                 self.forget(forget)
             return
-        expires = int(getattr(backend, "expires", 0) or 0)
         with client.pipeline() as pipe:
-            pipe.set(key, value, ex=expires if expires > 0 else None)
+            pipe.set(key, value, ex=self._expires())
             if forget is not None:
-                pipe.delete(_KEY + forget)
+                pipe.delete(_KEY + forget, _STORED + forget)
             pipe.execute()
+
+    def _expires(self) -> int | None:
+        expires = int(getattr(self.app.backend, "expires", 0) or 0)
+        return expires if expires > 0 else None

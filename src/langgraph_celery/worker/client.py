@@ -111,7 +111,7 @@ class CelerySource:
         before its first tasks are sent, so that none of what they stream is missed."""
         runtime = self.runtime
         thread_id = runtime.engine.require_thread(config)
-        if config.durability == "exit":  # (its steps are carried in the result backend)
+        if config.durability != "sync":  # (its steps are carried in the result backend)
             check_backend(runtime.executor.app)
         if graph_input.value:  # a value that cannot be stored fails before the claim
             runtime.saver.serializer.dumps(dict(graph_input.value))
@@ -662,8 +662,9 @@ class CelerySource:
         runtime = self.runtime
 
         def then(marked: Checkpoint) -> None:
-            if runtime.config_of(marked).durability == "exit":
-                # its steps since are carried, not stored: they read the cancel in the backend
+            if runtime.config_of(marked).durability != "sync":
+                # its steps since are carried (not stored, or stored behind): they read the
+                # cancel in the result backend
                 runtime.carrier.cancel(marked)
             if runtime.children:  # the child runs of its compiled subgraphs stop with it
                 subgraphs.cancel_children(runtime, marked)

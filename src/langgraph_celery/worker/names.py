@@ -40,10 +40,13 @@ Redis channels (wake-ups, when the app uses Redis)
     produced them (see ``worker/streaming.py``).  Never stored: a client that subscribes late
     misses what was published before, and reads the steps from the store.
 
-Result backend keys (``durability="exit"``: see ``worker/carry.py``; they expire with the
-app's ``result_expires``)
-    ``lgc:carried:<checkpoint_id>``  a checkpoint carried to its step's task instead of the
-    checkpoint store (JSON); removed when the next one is put or when it is stored.
+Result backend keys (``durability="exit"`` and ``"async"``: see ``worker/carry.py``; they
+expire with the app's ``result_expires``)
+    ``lgc:carried:<checkpoint_id>``  a checkpoint carried to its step's task before (async) or
+    instead of (exit) the checkpoint store (JSON); removed when the next one is put, or (exit)
+    when it is stored.
+    ``lgc:stored:<checkpoint_id>``  (async) the carried checkpoint is in the store now: the task
+    that carried it stored it behind its step; removed by that step's task as it reads it.
     ``lgc:cancelled:<run_id>``  the id of the stored checkpoint at which a client cancelled the
     run: its carried steps stop there.
 
@@ -79,6 +82,7 @@ __all__ = [
     "RESUME_TASK",
     "STALL_TIMER",
     "START_TASK",
+    "STORED_KEY",
     "celery_task_id",
     "is_node_task",
     "node_task_name",
@@ -93,6 +97,7 @@ STALL_TIMER = "stall"
 CARRIED_HEADER = "lgc_carried"
 CARRIED_KEY = "lgc:carried:"
 CANCELLED_KEY = "lgc:cancelled:"
+STORED_KEY = "lgc:stored:"
 DEADLINE_TIMER = "deadline"
 _NODE_PREFIX = "langgraph_celery.node."
 

@@ -6,9 +6,9 @@ run (the checkpoint store is the source of truth); it is there for Flower, logs 
 
 It stays small: ids, the step and the next nodes; the reduced state only in the result of the
 task whose step ended the run (the run's final state, as a Celery chain's last result).  A run
-with ``durability="exit"`` carries the state its next step needs in the result backend too, under
-a key of its own (``worker/carry.py``: one per run at a time).  Every result expires after the
-app's ``result_expires`` (one hour unless the app sets it: ``SAFE_SETTINGS``).
+with ``durability="exit"`` or ``"async"`` carries the state its next step needs in the result
+backend too, under a key of its own (``worker/carry.py``: one per run at a time).  Every result
+expires after the app's ``result_expires`` (one hour unless the app sets it: ``SAFE_SETTINGS``).
 """
 
 from __future__ import annotations

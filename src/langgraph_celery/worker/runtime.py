@@ -8,7 +8,8 @@ writer that committed goes on to carry out the next decision
 so an update reaches the thread's state once whatever the broker redelivers.  A node that fails
 for good is recorded on its checkpoint (the run stays resumable) and fails its Celery task.
 With ``durability="exit"`` a step's checkpoint is carried to the next step's task in the result
-backend instead of being stored (``worker/carried.py``, ``worker/carry.py``).
+backend instead of being stored; with ``"async"`` it is carried likewise and stored right after
+the next step's task is sent (``worker/carried.py``, ``worker/carry.py``).
 """
 
 from __future__ import annotations
@@ -271,7 +272,8 @@ class GraphRuntime:
     ) -> dict[str, Any]:
         """The body of a node task; ``retry(countdown, exc)`` asks Celery to retry it;
         ``redelivered``: the broker delivers the message again (its worker process died);
-        ``carried``: the step's checkpoint is carried in the result backend (durability exit).
+        ``carried``: the step's checkpoint is carried in the result backend (durability exit
+        or async).
 
         One read (the checkpoint, its writes, its parent's marks) and, for a step of one task,
         one compare-and-set write: the update goes straight into the next checkpoint.  A step of
@@ -439,7 +441,7 @@ class GraphRuntime:
         announce: bool,
         carried: Carried | None = None,
     ) -> TaskResult:
-        if config.durability == "exit":
+        if config.durability != "sync":
             # the step's checkpoint came from the result backend, or else from the store (where
             # the run's stall timer was last armed or seen progressing)
             kept = carried is not None
@@ -475,6 +477,16 @@ class GraphRuntime:
             if decision.error is not None:
                 raise decision.error  # the run failed on its way to the next step
         return self.merged(new)
+
+    def step_stored(self, new: Checkpoint) -> None:
+        """(async) ``new``, a step stored behind its tasks, is in the store: a child run's node
+        outputs go to the root run's clients, and the thread's followers are woken (unless the
+        task's result, published by the backend, wakes them)."""
+        root = subgraphs.stream_root(new)
+        if root is not None and new.kind is CheckpointKind.LOOP:
+            publish_step(self.executor.notifier, root, self.graph_id, new)
+        if not self.executor.notifier.steps_published_by_backend:
+            self.executor.notifier.publish(new.thread_id)
 
     def merged(self, new: Checkpoint) -> TaskResult:
         """The result of the task that stored ``new``: with the final state when the run ended
