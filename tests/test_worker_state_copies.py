@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from celery import Celery
+from celery._state import _set_task_join_will_block
 
 from langgraph_celery import (
     END,
@@ -99,6 +100,9 @@ def _run(graph: CompiledGraph, thread: str, config: RunnableConfig) -> Any:
         )
     finally:
         worker.stop()
+        # (a worker in this process marks it as inside a task: later tests' result.get() would
+        # refuse to block)
+        _set_task_join_will_block(False)
 
 
 def test_a_node_task_reads_the_state_without_a_deep_copy(
