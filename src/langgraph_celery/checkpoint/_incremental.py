@@ -86,13 +86,18 @@ class Incremental:
         body: Mapping[str, Any],
         parent_of: Callable[[str], str | None],
         body_of: Callable[[str], Mapping[str, Any]],
+        copy: bool = True,
     ) -> dict[str, Any]:
         """The values of a checkpoint read as ``body`` (loaded), a fresh copy: its own if
         whole, else reconstructed through its parents (``parent_of``, ``body_of``) and kept in
-        the cache."""
+        the cache.  Without ``copy``: the cached values themselves, which the caller must never
+        change (a worker's node gets them through ``CopyOnRead``; the runtime merges into new
+        containers), so a step costs no copy of the state."""
         if "delta" not in body:
             whole = dict(body["values"])
             self.cache.put(thread_id, checkpoint_id, whole)
+            if not copy:
+                return whole
             copied: dict[str, Any] = clone_value(whole)
             return copied
 
@@ -103,6 +108,8 @@ class Incremental:
             checkpoint_id, parent_of, own_body, lambda c: self.cache.get(thread_id, c)
         )
         self.cache.put(thread_id, checkpoint_id, found)
+        if not copy:
+            return found
         fresh: dict[str, Any] = clone_value(found)
         return fresh
 

@@ -41,7 +41,11 @@ class RowReader:
         return [loaded[row.checkpoint_id] for row in rows]
 
     def load(
-        self, thread_id: str, row: Any, at_hand: Mapping[str, Any] | None = None
+        self,
+        thread_id: str,
+        row: Any,
+        at_hand: Mapping[str, Any] | None = None,
+        copy: bool = True,
     ) -> Checkpoint:
         """The checkpoint of ``row``; a delta is read through its parents: those in
         ``at_hand`` (rows by id), the saver's cache, one row at a time for the first two, then
@@ -85,7 +89,9 @@ class RowReader:
             parent: str | None = fetch(checkpoint_id).parent_id
             return parent
 
-        values = self._incremental.values(thread_id, row.checkpoint_id, body, parent_of, body_of)
+        values = self._incremental.values(
+            thread_id, row.checkpoint_id, body, parent_of, body_of, copy
+        )
         return Checkpoint.from_body(
             body,
             values=values,

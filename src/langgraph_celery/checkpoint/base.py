@@ -331,6 +331,13 @@ class BaseCheckpointSaver(abc.ABC):
             }
         return CheckpointView(checkpoint, writes, parent, self._has_step(checkpoint))
 
+    def _shared_view(self, thread_id: str, checkpoint_id: str) -> CheckpointView:
+        """:meth:`get_with_writes` for a worker's node task: a saver may return the values it
+        holds (its cache of reconstructed states) without a copy, so a step costs nothing in
+        the size of the state.  The caller must never change them: the node gets them through
+        ``CopyOnRead`` and the run loop merges into new containers.  By default, a copy."""
+        return self.get_with_writes(thread_id, checkpoint_id)
+
     def _has_step(self, checkpoint: Checkpoint) -> bool:
         """Whether ``checkpoint``'s run has a checkpoint at the next step (``False`` if unknown)."""
         return False

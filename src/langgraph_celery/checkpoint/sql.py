@@ -489,6 +489,12 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
 
     def get_with_writes(self, thread_id: str, checkpoint_id: str | None = None) -> CheckpointView:
         """One statement: the checkpoint joined with its writes and its parent's markers."""
+        return self._view(thread_id, checkpoint_id, copy=True)
+
+    def _shared_view(self, thread_id: str, checkpoint_id: str) -> CheckpointView:
+        return self._view(thread_id, checkpoint_id, copy=False)
+
+    def _view(self, thread_id: str, checkpoint_id: str | None, copy: bool) -> CheckpointView:
         if checkpoint_id is None:
             rows = self._read(self._sql.view_latest, {"thread_id": thread_id})
         else:
@@ -496,7 +502,7 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
             rows = self._read(self._sql.view_by_id, params)
         if not rows:
             return CheckpointView(None)
-        checkpoint = self._load(thread_id, rows[0])
+        checkpoint = self._rows.load(thread_id, rows[0], copy=copy)
         own: dict[str, PendingWrite] = {}
         parent: dict[str, PendingWrite] = {}
         loads = self.serializer.loads

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
+from langgraph_celery._clone import clone_value
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
@@ -284,7 +285,9 @@ class GraphRuntime:
         if carried:
             view, held = carried_steps.carried_view(self, envelope, redelivered)
         else:
-            view = self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
+            # the saver's cached values, uncopied: the node reads them through CopyOnRead and
+            # nothing here changes them (a step costs what it changes, not the state's size)
+            view = self.saver._shared_view(envelope.thread_id, envelope.checkpoint_id)
         checkpoint = view.checkpoint
         if checkpoint is None:
             log.warning(
@@ -375,7 +378,9 @@ class GraphRuntime:
             return await subgraphs.start_child(self, checkpoint, task)
         if task.id not in marks.updates:
             try:
-                update = await self.engine.runner.run_task(task, checkpoint.values, config)
+                # (the saver's values are shared: a node that opted out of CopyOnRead gets a copy)
+                values = checkpoint.values if config.clone_state else clone_value(checkpoint.values)
+                update = await self.engine.runner.run_task(task, values, config)
             except GraphInterrupt as interrupt:
                 parking = parking_of(task.node, interrupt)
                 if carried is not None:
