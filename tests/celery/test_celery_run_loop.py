@@ -470,9 +470,9 @@ def test_a_change_overtaken_by_a_late_step_of_its_cancelled_run_starts_from_that
             self.let_the_late_step_in()
             return super().put(checkpoint)
 
-        def put_with_timer(self, checkpoint: Any, timer: Any) -> Any:
+        def put_with_timer(self, checkpoint: Any, timer: Any, run: Any = None) -> Any:
             self.let_the_late_step_in()
-            return super().put_with_timer(checkpoint, timer)
+            return super().put_with_timer(checkpoint, timer, run)
 
     settings = celery_stack.settings
     app, _ = make_app("late-step-client", settings, "LGC")

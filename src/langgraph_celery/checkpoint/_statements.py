@@ -53,6 +53,10 @@ class Statements:
     #: columns), each one statement (``None`` elsewhere: a transaction of two statements).
     put_clearing_timer: Executable | None
     put_arming_timer: Executable | None
+    #: PostgreSQL: those two that also store the run's record as ``upsert_run`` does (``r_*``:
+    #: its columns), one statement each (``None`` elsewhere: a transaction).
+    put_clearing_timer_recording: Executable | None
+    put_arming_timer_recording: Executable | None
     #: Insert a write unless one is there (``None``: the dialect has no such insert).
     put_write_ignoring: Executable | None
     put_write: Executable
@@ -139,6 +143,7 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
     )
     w = writes.c
     put_clearing_timer = put_arming_timer = None
+    put_clearing_timer_recording = put_arming_timer_recording = None
     if dialect == "postgresql":
         timer_of_run = (t.thread_id == bindparam("t_thread_id", type_=String)) & (
             t.run_id == bindparam("t_run_id", type_=String)
@@ -154,6 +159,13 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
             set_={name: getattr(arm.excluded, name) for name in _TIMER_COLUMNS[1:]},
         )
         put_arming_timer = insert(checkpoints).add_cte(arm.cte("armed"))
+        recorded = _recording_run(tables)
+        put_clearing_timer_recording = insert(checkpoints).add_cte(
+            delete(timers).where(timer_of_run).cte("cleared"), recorded.cte("recorded")
+        )
+        put_arming_timer_recording = insert(checkpoints).add_cte(
+            arm.cte("armed"), recorded.cte("recorded")
+        )
     return Statements(
         latest=latest,
         by_id=by_id,
@@ -166,6 +178,8 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
         put=insert(checkpoints),
         put_clearing_timer=put_clearing_timer,
         put_arming_timer=put_arming_timer,
+        put_clearing_timer_recording=put_clearing_timer_recording,
+        put_arming_timer_recording=put_arming_timer_recording,
         put_write_ignoring=put_write_ignoring,
         put_write=insert(writes),
         delete_write=delete(writes).where(
@@ -233,25 +247,40 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
     )
 
 
+_RUN_COLUMNS = ("run_id", "thread_id", "graph_id", "status", "node", "created_at", "updated_at")
+
+
+def _upserting_run(upsert: Any, r: Any) -> Any:
+    """``upsert`` (an insert of a run's record) updating the stored record unless it is newer
+    or of another thread or graph."""
+    new = upsert.excluded
+    return upsert.on_conflict_do_update(
+        index_elements=["run_id"],
+        set_={
+            "status": new.status,
+            "node": new.node,
+            "updated_at": new.updated_at,
+            "superseded": False,
+        },
+        where=(r.updated_at <= new.updated_at)
+        & (r.thread_id == new.thread_id)
+        & (r.graph_id == new.graph_id),
+    )
+
+
+def _recording_run(tables: Tables) -> Any:
+    """PostgreSQL: ``upsert_run`` with its columns as ``r_*`` parameters (for a CTE)."""
+    r = tables.runs.c
+    values = {name: bindparam(f"r_{name}", type_=r[name].type) for name in _RUN_COLUMNS}
+    return _upserting_run(postgresql.insert(tables.runs).values(values), r)
+
+
 def _run_statements(tables: Tables, module: Any) -> dict[str, Any]:
     runs = tables.runs
     r = runs.c
     upsert_run = None
     if module is not None:
-        upsert = module.insert(runs)
-        new = upsert.excluded
-        upsert_run = upsert.on_conflict_do_update(
-            index_elements=["run_id"],
-            set_={
-                "status": new.status,
-                "node": new.node,
-                "updated_at": new.updated_at,
-                "superseded": False,
-            },
-            where=(r.updated_at <= new.updated_at)
-            & (r.thread_id == new.thread_id)
-            & (r.graph_id == new.graph_id),
-        )
+        upsert_run = _upserting_run(module.insert(runs), r)
     pages = {}
     for by_graph, by_status, paged in itertools.product((False, True), repeat=3):
         page = select(*runs.c)

@@ -22,7 +22,7 @@ import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langgraph_celery.checkpoint._retention import (
     PruneResult,
@@ -35,6 +35,9 @@ from langgraph_celery.checkpoint._retention import (
 from langgraph_celery.errors import SerializationError
 from langgraph_celery.serde import JsonSerializer, Serializer
 
+if TYPE_CHECKING:
+    from langgraph_celery.checkpoint.index import RunRecord
+
 __all__ = [
     "BaseCheckpointSaver",
     "Checkpoint",
@@ -44,6 +47,7 @@ __all__ = [
     "PendingWrite",
     "Timer",
     "WriteKind",
+    "check_run_of",
     "check_timer_thread",
     "is_placeholder",
     "kind_of_body",
@@ -463,10 +467,12 @@ class BaseCheckpointSaver(abc.ABC):
         """:meth:`RunIndex.clear_timer <langgraph_celery.checkpoint.RunIndex.clear_timer>`."""
         raise NotImplementedError(_not_indexed(self, "clear_timer"))
 
-    def put_with_timer(self, checkpoint: Checkpoint, timer: Timer | None) -> Checkpoint:
+    def put_with_timer(
+        self, checkpoint: Checkpoint, timer: Timer | None, run: RunRecord | None = None
+    ) -> Checkpoint:
         """:meth:`RunIndex.put_with_timer <langgraph_celery.checkpoint.RunIndex.put_with_timer>`:
         by default :func:`put_with_timer_in_turn`."""
-        return put_with_timer_in_turn(self, checkpoint, timer)
+        return put_with_timer_in_turn(self, checkpoint, timer, run)
 
     @_placeholder
     def due_timers(self, now: datetime, limit: int = 100) -> Sequence[Timer]:
@@ -480,12 +486,23 @@ class BaseCheckpointSaver(abc.ABC):
 
 
 def put_with_timer_in_turn(
-    saver: BaseCheckpointSaver, checkpoint: Checkpoint, timer: Timer | None
+    saver: BaseCheckpointSaver,
+    checkpoint: Checkpoint,
+    timer: Timer | None,
+    run: RunRecord | None = None,
 ) -> Checkpoint:
     """``saver.put(checkpoint)`` and the timer change, as calls in turn (not atomic): the timer
     first when setting it (a run is never stored unwatched; if the checkpoint is refused, the
     timer just set is removed, and with it the thread's earlier one), the checkpoint first when
-    removing it.  The default of ``put_with_timer``; savers override it to do both at once."""
+    removing it.  ``run``, the run's record, goes before both (whoever sees the checkpoint finds
+    the record; a refused checkpoint leaves it stored).  The default of ``put_with_timer``;
+    savers override it to do them at once."""
+    if run is not None:
+        check_run_of(checkpoint, run)
+        upsert = getattr(saver, "upsert_run", None)
+        if upsert is None:
+            raise NotImplementedError(_not_indexed(saver, "upsert_run"))
+        upsert(run)
     if timer is None:
         stored = saver.put(checkpoint)
         saver.clear_timer(checkpoint.thread_id, checkpoint.run_id)
@@ -526,6 +543,15 @@ def check_timer_thread(checkpoint: Checkpoint, timer: Timer) -> None:
         raise ValueError(
             f"a timer stored with a checkpoint must be its thread's: timer of thread "
             f"{timer.thread_id!r}, checkpoint of thread {checkpoint.thread_id!r}"
+        )
+
+
+def check_run_of(checkpoint: Checkpoint, run: RunRecord) -> None:
+    if (run.run_id, run.thread_id) != (checkpoint.run_id, checkpoint.thread_id):
+        raise ValueError(
+            f"a run record stored with a checkpoint must be its run's: record of run "
+            f"{run.run_id!r} on thread {run.thread_id!r}, checkpoint of run "
+            f"{checkpoint.run_id!r} on thread {checkpoint.thread_id!r}"
         )
 
 

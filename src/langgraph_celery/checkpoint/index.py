@@ -168,22 +168,30 @@ class RunIndex(abc.ABC):
         with ``due_at``, only if it is still the timer read then (compare-and-delete: a timer
         re-armed meanwhile stays)."""
 
-    def put_with_timer(self, checkpoint: Checkpoint, timer: Timer | None) -> Checkpoint:
+    def put_with_timer(
+        self, checkpoint: Checkpoint, timer: Timer | None, run: RunRecord | None = None
+    ) -> Checkpoint:
         """Store ``checkpoint`` and, with it, set the thread's timer to ``timer`` or (with
         ``None``) remove the thread's timer of ``checkpoint.run_id``: both, or neither when the
         checkpoint is refused (the thread keeps the timer it had).  A run's first and last
         checkpoints are stored this way.
 
+        With ``run`` (the record of ``checkpoint``'s run, as :meth:`upsert_run` takes it), the
+        run's record is stored too, in the same transaction: it is visible exactly when the
+        checkpoint is, and not stored when the checkpoint is refused.  A stored record newer
+        than ``run`` is kept (as :meth:`upsert_run` keeps it); ``ValueError`` if ``run`` is not
+        of ``checkpoint``'s run and thread.
+
         The default makes the calls in turn
-        (:func:`~langgraph_celery.checkpoint.base.put_with_timer_in_turn`); override it to do
-        both at once, as ``SqlSaver`` does.
+        (:func:`~langgraph_celery.checkpoint.base.put_with_timer_in_turn`: the record first);
+        override it to do them at once, as ``SqlSaver`` and ``MemorySaver`` do.
         """
         if not isinstance(self, BaseCheckpointSaver):
             raise TypeError(
                 f"{type(self).__name__}.put_with_timer: the default stores the checkpoint with "
                 "put(), so the saver must also be a BaseCheckpointSaver; or override it"
             )
-        return put_with_timer_in_turn(self, checkpoint, timer)
+        return put_with_timer_in_turn(self, checkpoint, timer, run)
 
     @abc.abstractmethod
     def due_timers(self, now: datetime, limit: int = 100) -> Sequence[Timer]:

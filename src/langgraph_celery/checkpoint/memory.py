@@ -26,6 +26,7 @@ from langgraph_celery.checkpoint.base import (
     PendingWrite,
     Timer,
     WriteKind,
+    check_run_of,
     check_timer_thread,
 )
 from langgraph_celery.checkpoint.index import (
@@ -88,12 +89,22 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
     def put(self, checkpoint: Checkpoint) -> Checkpoint:
         return self._put(checkpoint, None, timer_change=False)
 
-    def put_with_timer(self, checkpoint: Checkpoint, timer: Timer | None) -> Checkpoint:
+    def put_with_timer(
+        self, checkpoint: Checkpoint, timer: Timer | None, run: RunRecord | None = None
+    ) -> Checkpoint:
         if timer is not None:
             check_timer_thread(checkpoint, timer)
-        return self._put(checkpoint, timer, timer_change=True)
+        if run is not None:
+            check_run_of(checkpoint, run)
+        return self._put(checkpoint, timer, timer_change=True, run=run)
 
-    def _put(self, checkpoint: Checkpoint, timer: Timer | None, timer_change: bool) -> Checkpoint:
+    def _put(
+        self,
+        checkpoint: Checkpoint,
+        timer: Timer | None,
+        timer_change: bool,
+        run: RunRecord | None = None,
+    ) -> Checkpoint:
         encoded = self._incremental.encode(
             checkpoint, lambda parent_id: self._chain(checkpoint.thread_id, parent_id)
         )
@@ -122,6 +133,10 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
             if refused is not None:
                 held_by = thread.steps.get(step_key)
                 raise CheckpointConflictError(conflict_message(checkpoint, refused, held_by))
+            record = self._run_record_to_store(run) if run is not None else None
+            if record is not None:
+                self._run_records[record.run_id] = record
+                self._superseded.discard(record.run_id)
             thread.checkpoints[checkpoint.checkpoint_id] = stored
             thread.steps[step_key] = checkpoint.checkpoint_id
             self._runs[checkpoint.run_id] = checkpoint.thread_id
@@ -335,19 +350,27 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
     # -- run records -------------------------------------------------------------------------
 
     def upsert_run(self, record: RunRecord) -> bool:
+        with self._lock:
+            stored = self._run_record_to_store(record)
+            if stored is None:
+                return False
+            self._run_records[stored.run_id] = stored
+            self._superseded.discard(stored.run_id)
+            return True
+
+    def _run_record_to_store(self, record: RunRecord) -> RunRecord | None:
+        """``record`` as :meth:`upsert_run` stores it (``None``: the stored one is newer);
+        ``ValueError`` if it is of another thread or graph.  Called holding the lock."""
         record = dataclasses.replace(
             record, created_at=as_utc(record.created_at), updated_at=as_utc(record.updated_at)
         )
-        with self._lock:
-            held = self._run_records.get(record.run_id)
-            if held is not None:
-                check_run_owner(held, record)
-                if held.updated_at > record.updated_at:
-                    return False
-                record = dataclasses.replace(record, created_at=held.created_at)
-            self._run_records[record.run_id] = record
-            self._superseded.discard(record.run_id)
-            return True
+        held = self._run_records.get(record.run_id)
+        if held is None:
+            return record
+        check_run_owner(held, record)
+        if held.updated_at > record.updated_at:
+            return None
+        return dataclasses.replace(record, created_at=held.created_at)
 
     def get_run(self, run_id: str) -> RunRecord | None:
         with self._lock:

@@ -49,6 +49,7 @@ from langgraph_celery.checkpoint.base import (
     PendingWrite,
     Timer,
     WriteKind,
+    check_run_of,
     check_timer_thread,
 )
 from langgraph_celery.checkpoint.index import (
@@ -115,20 +116,24 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
             self._write(self._sql.put, row)
         return self._stored(checkpoint, row, encoded)
 
-    def put_with_timer(self, checkpoint: Checkpoint, timer: Timer | None) -> Checkpoint:
+    def put_with_timer(
+        self, checkpoint: Checkpoint, timer: Timer | None, run: RunRecord | None = None
+    ) -> Checkpoint:
         """One statement on PostgreSQL, one transaction on SQLite (see the base class)."""
         sql = self._sql
         if timer is not None:
             check_timer_thread(checkpoint, timer)
-        if sql.upsert_timer is None:  # (a dialect without upsert: the calls in turn)
-            return super().put_with_timer(checkpoint, timer)
+        if run is not None:
+            check_run_of(checkpoint, run)
+        if sql.upsert_timer is None or sql.upsert_run is None:  # (no upsert: calls in turn)
+            return super().put_with_timer(checkpoint, timer, run)
         row, encoded = self._checkpoint_row(checkpoint)
         columns: dict[str, Any]
         if timer is None:
-            combined = sql.put_clearing_timer
+            combined = sql.put_clearing_timer if run is None else sql.put_clearing_timer_recording
             columns = {"thread_id": checkpoint.thread_id, "run_id": checkpoint.run_id}
         else:
-            combined = sql.put_arming_timer
+            combined = sql.put_arming_timer if run is None else sql.put_arming_timer_recording
             columns = {
                 "thread_id": timer.thread_id,
                 "run_id": timer.run_id,
@@ -136,13 +141,21 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
                 "kind": timer.kind,
                 "due_at": as_utc(timer.due_at),
             }
+        record = _run_row(run) if run is not None else None
         with self._conflicts(checkpoint):
             if combined is not None:
-                self._write(combined, {**row, **{f"t_{k}": v for k, v in columns.items()}})
-            elif timer is None:
-                self._transaction([(sql.put, row), (sql.clear_timer, columns)])
+                params = {**row, **{f"t_{k}": v for k, v in columns.items()}}
+                if record is not None:
+                    params.update({f"r_{k}": v for k, v in record.items()})
+                self._write(combined, params)
             else:
-                self._transaction([(sql.upsert_timer, columns), (sql.put, row)])
+                # the record first (as whoever sees the checkpoint finds it: one transaction)
+                statements = [] if record is None else [(sql.upsert_run, record)]
+                if timer is None:
+                    statements += [(sql.put, row), (sql.clear_timer, columns)]
+                else:
+                    statements += [(sql.upsert_timer, columns), (sql.put, row)]
+                self._transaction(statements)
         return self._stored(checkpoint, row, encoded)
 
     def _checkpoint_row(self, checkpoint: Checkpoint) -> tuple[dict[str, Any], Encoded]:
@@ -377,15 +390,7 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
     # -- run records -------------------------------------------------------------------------
 
     def upsert_run(self, record: RunRecord) -> bool:
-        row = {
-            "run_id": record.run_id,
-            "thread_id": record.thread_id,
-            "graph_id": record.graph_id,
-            "status": record.status,
-            "node": record.node,
-            "created_at": as_utc(record.created_at),
-            "updated_at": as_utc(record.updated_at),
-        }
+        row = _run_row(record)
         upsert = self._sql.upsert_run
         if upsert is not None:
             # (row count 0: the stored record is newer, or of another thread or graph)
@@ -567,3 +572,16 @@ def _kind(word: str | None) -> WriteKind:
     """A stored write's kind (a row written by a process of the release before migration 8,
     during an upgrade, has the column's default)."""
     return _KINDS.get(word or "update", WriteKind.UPDATE)
+
+
+def _run_row(record: RunRecord) -> dict[str, Any]:
+    """A run's record as the columns of its row."""
+    return {
+        "run_id": record.run_id,
+        "thread_id": record.thread_id,
+        "graph_id": record.graph_id,
+        "status": record.status,
+        "node": record.node,
+        "created_at": as_utc(record.created_at),
+        "updated_at": as_utc(record.updated_at),
+    }

@@ -152,6 +152,49 @@ class RunIndexConformance(ExpiryConformance):
             saver.put_with_timer(_stored("c1", 0, parent=None), Timer("t9", "r1", "g", "stall", T0))
         assert saver.get("t1") is None
 
+    def test_put_with_timer_stores_the_runs_record_with_the_checkpoint(self, saver: Any) -> None:
+        later = T0 + timedelta(seconds=5)
+        first = RunRecord("r1", "t1", "g", RunStatus.RUNNING, "agent", T0, T0)
+        saver.put_with_timer(
+            _stored("c1", 0, parent=None), Timer("t1", "r1", "g", "stall", T0), first
+        )
+        assert saver.get_run("r1") == first
+        done = RunRecord("r1", "t1", "g", RunStatus.COMPLETED, None, later, later)
+        saver.put_with_timer(_stored("c2", 1, parent="c1"), None, done)
+        assert saver.get_run("r1") == RunRecord(
+            "r1", "t1", "g", RunStatus.COMPLETED, None, T0, later
+        )
+        assert saver.due_timers(T0 + timedelta(hours=1)) == []
+        stale = RunRecord("r1", "t1", "g", RunStatus.RUNNING, "agent", T0, T0)  # (older)
+        saver.put_with_timer(_stored("c3", 2, parent="c2"), None, stale)
+        assert saver.get_run("r1").status is RunStatus.COMPLETED  # (the newer record is kept)
+        assert [c.checkpoint_id for c in saver.list("t1")] == ["c3", "c2", "c1"]
+
+    def test_put_with_timer_refused_stores_no_record(self, saver: Any) -> None:
+        if _puts_in_turn(saver):
+            pytest.skip("the default put_with_timer stores the record first, in turn")
+        saver.put(_stored("c1", 0, parent=None))
+        record = RunRecord("r1", "t1", "g", RunStatus.COMPLETED, None, T0, T0)
+        with pytest.raises(CheckpointConflictError):
+            saver.put_with_timer(_stored("c2", 0), None, record)  # (the step c1 holds)
+        assert saver.get_run("r1") is None
+        other = RunRecord("r1", "t1", "other", RunStatus.RUNNING, None, T0, T0)
+        saver.upsert_run(other)
+        with pytest.raises(CheckpointConflictError):
+            saver.put_with_timer(_stored("c1", 3), Timer("t1", "r1", "g", "stall", T0), record)
+        assert saver.get_run("r1") == other
+
+    def test_put_with_the_record_of_another_run_is_an_error(self, saver: Any) -> None:
+        record = RunRecord("r9", "t1", "g", RunStatus.RUNNING, None, T0, T0)
+        with pytest.raises(ValueError, match="its run's"):
+            saver.put_with_timer(_stored("c1", 0, parent=None), None, record)
+        moved = RunRecord("r1", "t9", "g", RunStatus.RUNNING, None, T0, T0)
+        with pytest.raises(ValueError, match="its run's"):
+            saver.put_with_timer(_stored("c1", 0, parent=None), None, moved)
+        assert (
+            saver.get("t1") is None and saver.get_run("r1") is None and saver.get_run("r9") is None
+        )
+
     # -- run records ---------------------------------------------------------------------------
 
     def test_upsert_run_creates_then_updates_keeping_created_at(self, saver: Any) -> None:
@@ -267,3 +310,9 @@ class RunIndexConformance(ExpiryConformance):
         assert stored is not None
         assert (stored.node, stored.updated_at) == ("n7", T0 + timedelta(seconds=7))
         assert stored.status is statuses[7 % len(statuses)]
+
+
+def _puts_in_turn(saver: Any) -> bool:
+    """Whether ``saver`` keeps the default ``put_with_timer`` (the calls in turn, not atomic)."""
+    method = type(saver).put_with_timer
+    return method is RunIndex.put_with_timer or method is BaseCheckpointSaver.put_with_timer

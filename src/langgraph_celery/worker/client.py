@@ -150,7 +150,7 @@ class CelerySource:
                 self._release(latest, claim)
                 raise
             break
-        _store(runtime.record, checkpoint, RunStatus.RUNNING)  # (an upsert: made again if need be)
+        # (the run's record, running, was stored with its first checkpoint: see store_first)
         subscription = None
         if follow:
             notifier = runtime.executor.notifier

@@ -201,8 +201,10 @@ class GraphRuntime:
         return Timer(checkpoint.thread_id, checkpoint.run_id, self.graph_id, names.STALL_TIMER, due)
 
     def store_first(self, checkpoint: Checkpoint) -> Checkpoint:
-        """Store an invocation's first checkpoint together with its run's stall timer."""
-        return self.saver.put_with_timer(checkpoint, self.stall_timer(checkpoint))
+        """Store an invocation's first checkpoint together with its run's stall timer and its
+        run's record (running), all or none: whoever sees the run finds its record."""
+        record = self.engine.run_record(checkpoint, RunStatus.RUNNING)
+        return self.saver.put_with_timer(checkpoint, self.stall_timer(checkpoint), record)
 
     # -- carrying out the run loop's decisions ------------------------------------------------
 
@@ -255,11 +257,11 @@ class GraphRuntime:
         """Store a step's checkpoint (the run's last goes with its stall timer)."""
         if _loop.has_pending(checkpoint):
             return self.saver.put(checkpoint)
-        # The run's last: its stall timer goes too.  The run index first, so that whoever
-        # sees the run complete finds its record (if this put is refused, the run ends
-        # another way, and that is recorded after).
-        self.record(checkpoint, RunStatus.COMPLETED)
-        return self.saver.put_with_timer(checkpoint, None)
+        # The run's last: its stall timer goes too, and its record (completed) with it, so that
+        # whoever sees the run complete finds its record (if this put is refused, neither is
+        # stored: the run ends another way, and that is recorded then).
+        record = self.engine.run_record(checkpoint, RunStatus.COMPLETED)
+        return self.saver.put_with_timer(checkpoint, None, record)
 
     # -- the node task --------------------------------------------------------------------------
 

@@ -31,7 +31,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from langgraph_celery.checkpoint.base import Checkpoint, PendingTask
-from langgraph_celery.checkpoint.index import RunStatus
 from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.graph import _loop
 from langgraph_celery.graph._loop import Action, Extra, Failure, Parking, StepMarks
@@ -175,7 +174,6 @@ async def start_child(
         )
     except CheckpointConflictError:
         return TaskResult(TaskStatus.DUPLICATE, task.node)  # another delivery started it
-    child.record(first, RunStatus.RUNNING)
     decision = await child.advance(first, announce=True)
     if decision.error is not None and decision.action is not Action.FAIL:
         raise decision.error
