@@ -288,7 +288,10 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
                 return 0
             removed = 0
             runs: set[str] = set()
+            needed = _read_from(thread, set(checkpoint_ids))
             for checkpoint_id in dict.fromkeys(checkpoint_ids):
+                if checkpoint_id in needed:
+                    continue  # (a delta that stays is read from it: stored meanwhile)
                 stored = thread.checkpoints.get(checkpoint_id)
                 if stored is None or stored.body is None:
                     continue
@@ -479,3 +482,23 @@ def _live(thread: _Thread | None) -> list[_Stored]:
     if thread is None:
         return []
     return [stored for stored in _newest_first(thread) if stored.body is not None]
+
+
+def _read_from(thread: _Thread, removing: set[str]) -> set[str]:
+    """Of ``removing``, the checkpoints a delta that stays is read from (its parents back to its
+    chain's whole value): a step stored after the prune's plan was made may be one."""
+    needed: set[str] = set()
+    for stored in thread.checkpoints.values():
+        if stored.body is None or stored.chain.base_id is None or stored.checkpoint_id in removing:
+            continue
+        parent_id = stored.parent_id
+        while parent_id is not None and parent_id not in needed:
+            parent = thread.checkpoints.get(parent_id)
+            if parent is None:
+                break
+            if parent_id in removing:
+                needed.add(parent_id)
+            if parent_id == stored.chain.base_id or parent.chain.base_id is None:
+                break
+            parent_id = parent.parent_id
+    return needed
