@@ -394,25 +394,35 @@ class BaseCheckpointSaver(abc.ABC):
         unfinished = unfinished_runs(self, thread_id, stored, self._recorded_completed(thread_id))
         kept, deleted = plan_prune(stored, keep_last, unfinished)
         if deleted and not dry_run:
-            gone = set(deleted)
-            kept_ids = {k.checkpoint_id for k in kept}
-            rewrite = [
-                ref.checkpoint_id
-                for ref in stored
-                if ref.checkpoint_id in kept_ids and not ref.whole and ref.parent_id in gone
-            ]
-            if rewrite:
-                self.make_whole(thread_id, rewrite)
-            self.remove_checkpoints(thread_id, deleted)
+            self._remove_pruned(thread_id, stored, kept, deleted)
         for child in self._children_of(thread_id):  # each keeps what its own runs need
             child_stored = self.stored_refs(child)
             recorded = self._recorded_completed(child)
             child_unfinished = unfinished_runs(self, child, child_stored, recorded)
             child_stored = needing_run_inputs(child_stored, child_unfinished)
-            _, removed = plan_prune(child_stored, keep_last, child_unfinished)
+            child_kept, removed = plan_prune(child_stored, keep_last, child_unfinished)
             if removed and not dry_run:
-                self.remove_checkpoints(child, removed)
+                self._remove_pruned(child, child_stored, child_kept, removed)
         return PruneResult(thread_id, tuple(kept), tuple(deleted), dry_run)
+
+    def _remove_pruned(
+        self,
+        thread_id: str,
+        stored: Sequence[StoredRef],
+        kept: Sequence[Any],
+        deleted: Sequence[str],
+    ) -> None:
+        """Remove ``deleted``, first storing whole each kept delta whose parent goes."""
+        gone = set(deleted)
+        kept_ids = {k.checkpoint_id for k in kept}
+        rewrite = [
+            ref.checkpoint_id
+            for ref in stored
+            if ref.checkpoint_id in kept_ids and not ref.whole and ref.parent_id in gone
+        ]
+        if rewrite:
+            self.make_whole(thread_id, rewrite)
+        self.remove_checkpoints(thread_id, deleted)
 
     def _children_of(self, thread_id: str) -> Sequence[str]:
         """The thread's child threads (``"<thread>/..."``: see ``_retention``), which
