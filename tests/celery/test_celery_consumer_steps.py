@@ -6,6 +6,7 @@ guards; ``SurviveBrokerLoss`` (``survive_broker_loss``) end to end in
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -182,3 +183,113 @@ def test_an_acknowledgement_error_on_a_live_connection_still_propagates(
         with pytest.raises(AttributeError, match="a bug"):
             request.acknowledge()
         queue.delete()
+
+
+def _bound_noop(task: Any) -> None:
+    return None
+
+
+def _dead_pid(zombie: bool) -> tuple[int, Any]:
+    """The pid of a process that has ended: reaped, or a zombie (not yet waited for)."""
+    import subprocess
+    import time
+
+    child = subprocess.Popen(["true"])
+    if zombie:
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the child never exited"
+            time.sleep(0.01)
+    else:
+        child.wait()
+    return child.pid, child
+
+
+@pytest.mark.parametrize("process", ["reaped", "zombie", "alive"])
+def test_a_task_reported_past_its_hard_limit_whose_process_had_died_is_requeued_as_lost(
+    celery_redis_url: str, process: str
+) -> None:
+    """Billiard's pool reports a job ``TimeLimitExceeded`` (on_failure, then on_timeout) and
+    only then kills its process; a process already gone was killed by something else (``kill
+    -9`` shortly before the limit, before the pool noticed).  The executor's request class
+    reports that as Celery reports a lost worker: the message goes back to the queue, no failure
+    is recorded.  A process still running really ran past its limit: Celery's handling stays
+    (failure recorded, the task's failure hook called, the message acknowledged)."""
+    from billiard.einfo import ExceptionInfo
+    from celery.exceptions import TimeLimitExceeded
+    from kombu import Connection
+
+    from langgraph_celery.worker.lost import NodeRequest, process_gone
+
+    failures: list[BaseException] = []
+
+    def on_failure(task: Any, exc: BaseException, *args: Any) -> None:
+        failures.append(exc)
+
+    app = Celery("limits", broker=celery_redis_url, backend=celery_redis_url, set_as_current=False)
+    task = app.task(
+        name="x",
+        bind=True,
+        shared=False,
+        acks_late=True,
+        reject_on_worker_lost=True,
+        on_failure=on_failure,
+    )(_bound_noop)
+    child = None
+    if process == "alive":
+        pid = os.getpid()
+    else:
+        pid, child = _dead_pid(zombie=process == "zombie")
+    assert process_gone(pid) is (process != "alive")
+    queue_name = f"limits-{uuid.uuid4().hex[:8]}"
+    task_id = uuid.uuid4().hex
+    with Connection(celery_redis_url) as connection:
+        channel = connection.channel()
+        queue = Queue(queue_name, Exchange(queue_name), queue_name, channel=channel)
+        queue.declare()
+        connection.Producer(channel=channel).publish(
+            [[], {}, {}],
+            exchange=queue_name,
+            routing_key=queue_name,
+            headers={"id": task_id, "task": "x", "lang": "py"},
+            serializer="json",
+            declare=[queue],
+        )
+        message = queue.get(no_ack=False)
+        assert message is not None
+        request = NodeRequest(
+            message,
+            on_ack=message.ack_log_error,
+            on_reject=message.reject_log_error,
+            app=app,
+            task=task,
+        )
+        request.worker_pid = pid
+        # (in billiard's order: the job's result set, then its timeout handled)
+        try:
+            raise TimeLimitExceeded(4.0)
+        except TimeLimitExceeded:
+            request.on_failure(ExceptionInfo(), return_ok=True)
+        request.on_timeout(soft=False, timeout=4.0)
+        again = queue.get(no_ack=True)
+        state = app.AsyncResult(task_id).state
+        queue.delete()
+    if child is not None:
+        child.wait()
+    if process == "alive":
+        assert again is None  # acknowledged
+        assert state == "FAILURE"
+        assert any(isinstance(error, TimeLimitExceeded) for error in failures)
+    else:
+        assert again is not None and again.headers["id"] == task_id  # back on the queue
+        assert state == "PENDING"  # no failure recorded
+        assert failures == []
+
+
+def test_process_gone() -> None:
+    from langgraph_celery.worker.lost import process_gone
+
+    assert not process_gone(os.getpid())
+    assert not process_gone(None)
+    pid, _ = _dead_pid(zombie=False)
+    assert process_gone(pid)

@@ -18,6 +18,7 @@ from langgraph_celery.errors import GraphDefinitionError
 from langgraph_celery.worker import carry, endings, names, routing, subgraphs
 from langgraph_celery.worker.envelope import MalformedMessage, TaskEnvelope
 from langgraph_celery.worker.guard import GuardTaskMessages
+from langgraph_celery.worker.lost import NodeRequest
 from langgraph_celery.worker.notify import Notifier
 from langgraph_celery.worker.reconnect import SurviveBrokerLoss, SurvivingRequest
 from langgraph_celery.worker.runtime import GraphRuntime
@@ -168,8 +169,9 @@ class CeleryExecutor:
         if guard_task_messages:  # malformed messages never stop a worker
             app.steps["consumer"].add(GuardTaskMessages)
         # ... nor does a failed close of a lost broker connection, or a task's acknowledgement
-        # on a connection lost while it ran (the node and resume tasks' request class)
-        self._request_class: Any = SurvivingRequest if survive_broker_loss else None
+        # on a connection lost while it ran (the node and resume tasks' request class, which
+        # also reports a task whose process died before its hard time limit as lost)
+        self._request_class: Any = SurvivingRequest if survive_broker_loss else NodeRequest
         if survive_broker_loss:
             app.steps["consumer"].add(SurviveBrokerLoss)
         if self.routes:
@@ -335,7 +337,7 @@ class CeleryExecutor:
 
     def _requests(self) -> dict[str, Any]:
         """The request class of the node and resume tasks (see ``worker/reconnect.py``)."""
-        return {} if self._request_class is None else {"Request": self._request_class}
+        return {"Request": self._request_class}
 
     def _register_common_tasks(self) -> None:
         app = self.app

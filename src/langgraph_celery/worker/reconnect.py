@@ -27,7 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import bootsteps
-from celery.worker.request import Request
+
+from langgraph_celery.worker.lost import NodeRequest
 
 __all__ = ["SurviveBrokerLoss", "SurvivingRequest"]
 
@@ -75,7 +76,7 @@ def _detached(message: Any) -> bool:
     return connection is None or getattr(connection, "client", None) is None
 
 
-class SurvivingRequest(Request):  # type: ignore[misc]
+class SurvivingRequest(NodeRequest):
     """A task request whose acknowledgement does not stop the worker when the message came on a
     connection that was lost meanwhile (the broker restarted while the task ran).
 
