@@ -325,6 +325,26 @@ def floor_concurrent_once(bench_app: ModuleType, runs: int) -> float:
     return elapsed
 
 
+def floor_exit_concurrent_once(bench_app: ModuleType, runs: int) -> float:
+    """The floor of scenario 2 with ``durability="exit"``: ``runs`` bare 2-task chains, each
+    with its input stored from the client and its end by its last task."""
+    from celery import chain
+
+    t0 = time.perf_counter()
+    pending = [
+        chain(
+            bench_app.floor_carry.s(bench_app.floor_exit_start(uuid.uuid4().hex)),
+            bench_app.floor_end.s(),
+        ).apply_async()
+        for _ in range(runs)
+    ]
+    counts = [result.get(timeout=120)["count"] for result in pending]
+    elapsed = time.perf_counter() - t0
+    if any(count != 2 for count in counts):
+        raise AssertionError("an exit floor 2-task chain ended with another count")
+    return elapsed
+
+
 @dataclass
 class ResumeTrial:
     total: float  # client call -> b starts (s)
@@ -438,6 +458,8 @@ class ConcurrentFigures:
     ours_ms: dict[str, float]
     bare_ms: float
     floor_ms: float
+    #: the floor of ``durability="exit"`` (the run's input and end stored, nothing between)
+    floor_exit_ms: float
     samples_ms: dict[str, list[float]] = field(default_factory=dict)
 
 
@@ -446,9 +468,10 @@ def scenario_concurrent(bench_app: ModuleType, rounds: int, runs: int) -> Concur
     ours_concurrent_once(bench_app, "sqlite", 4)
     bare_concurrent_once(bench_app, 4)
     floor_concurrent_once(bench_app, 4)
+    floor_exit_concurrent_once(bench_app, 4)
     ours_concurrent_once(bench_app, "pg", 4, "exit")
     ours_concurrent_once(bench_app, "pg", 4, "async")
-    variants = ["bare", "floor", *KINDS, *MODE_VARIANTS]
+    variants = ["bare", "floor", "floor_exit", *KINDS, *MODE_VARIANTS]
     samples: dict[str, list[float]] = {v: [] for v in variants}
     for round_no in range(rounds):
         shift = round_no % len(variants)
@@ -457,6 +480,8 @@ def scenario_concurrent(bench_app: ModuleType, rounds: int, runs: int) -> Concur
                 samples[variant].append(bare_concurrent_once(bench_app, runs))
             elif variant == "floor":
                 samples[variant].append(floor_concurrent_once(bench_app, runs))
+            elif variant == "floor_exit":
+                samples[variant].append(floor_exit_concurrent_once(bench_app, runs))
             elif variant in MODE_VARIANTS:
                 kind, mode = MODE_VARIANTS[variant]
                 samples[variant].append(ours_concurrent_once(bench_app, kind, runs, mode))
@@ -468,6 +493,7 @@ def scenario_concurrent(bench_app: ModuleType, rounds: int, runs: int) -> Concur
         ours_ms={kind: 1000 * _median(samples[kind]) for kind in (*KINDS, *MODE_VARIANTS)},
         bare_ms=1000 * _median(samples["bare"]),
         floor_ms=1000 * _median(samples["floor"]),
+        floor_exit_ms=1000 * _median(samples["floor_exit"]),
         samples_ms={v: [1000 * s for s in samples[v]] for v in variants},
     )
 
@@ -872,6 +898,14 @@ def render_exit(report: Report) -> list[str]:
                 f"   {label:<43}{pg:10.2f}{lite:13.2f}{bare:9.2f}{pg / bare:9.2f}"
                 f"   SQLite/bare {lite / bare:.2f}; sync PG/bare {ours['pg'] / bare:.2f}, "
                 f"SQLite/bare {ours['sqlite'] / bare:.2f}"
+            )
+        if mode == "exit":
+            floor = conc.floor_exit_ms
+            lines.append(
+                f"   {'   its floor (bare + PG insert of input and end)':<43}{floor:10.2f}"
+                f"{'':13}{conc.bare_ms:9.2f}{floor / conc.bare_ms:9.2f}"
+                f"   ours PG / floor {conc.ours_ms['pg_exit'] / floor:.2f}, "
+                f"SQLite / floor {conc.ours_ms['sqlite_exit'] / floor:.2f}"
             )
     return lines
 

@@ -25,6 +25,11 @@ Bare tasks: ``bench.noop`` (takes and returns a small dict; the app's options, w
 executor set), ``bench.noop_default`` (the same with Celery's default task options),
 ``bench.stamp`` (returns ``time.time()`` at its start), ``bench.ping``.
 
+The *floor of "exit"*: :func:`floor_exit_start` stores the run's input from the client (one
+conditional insert), ``bench.floor_carry`` passes the state on in the next message and
+``bench.floor_end`` stores the run's end: the least an executor does that stores a run where it
+starts and ends and nowhere between.
+
 The *floor* (with ``LGC_BENCH_PG_URL``): ``bench.floor_step``, a bare task that reads its
 step's stored row from PostgreSQL (table ``<prefix>floor``, primary key ``(run_id, step)``) and
 stores the next one (autocommit: a durable commit) before it returns, after :func:`floor_start`
@@ -61,7 +66,10 @@ __all__ = [
     "SAVER_CALLS",
     "app",
     "executor",
+    "floor_carry",
     "floor_close",
+    "floor_end",
+    "floor_exit_start",
     "floor_setup",
     "floor_start",
     "floor_step",
@@ -194,6 +202,33 @@ def floor_step(data: dict[str, Any]) -> dict[str, Any]:
     count = int(state["count"]) + 1
     _floor_insert(run_id, step + 1, {"count": count})
     return {"run_id": run_id, "step": step + 1, "count": count}
+
+
+def floor_exit_start(run_id: str) -> dict[str, Any]:
+    """The floor of ``durability="exit"``, from the client: store run ``run_id``'s input unless
+    the run has a row (one conditional insert, durable); the first task's argument carries the
+    state from there."""
+    insert = f"INSERT INTO {FLOOR_TABLE} (run_id, step, body) VALUES (%s, 0, %s)"
+    cursor = _floor_connection().execute(
+        insert + " ON CONFLICT DO NOTHING", (run_id, json.dumps({"count": 0}))
+    )
+    if cursor.rowcount != 1:
+        raise RuntimeError(f"floor run {run_id} already started")
+    return {"run_id": run_id, "step": 0, "count": 0}
+
+
+@app.task(name="bench.floor_carry")
+def floor_carry(data: dict[str, Any]) -> dict[str, Any]:
+    """A link of an "exit" floor chain: the state comes in the message, goes on in the next."""
+    return {**data, "step": int(data["step"]) + 1, "count": int(data["count"]) + 1}
+
+
+@app.task(name="bench.floor_end")
+def floor_end(data: dict[str, Any]) -> dict[str, Any]:
+    """The last link of an "exit" floor chain: store the run's end durably."""
+    ended = floor_carry(data)
+    _floor_insert(str(ended["run_id"]), int(ended["step"]), {"count": ended["count"]})
+    return ended
 
 
 # -- graphs -------------------------------------------------------------------------------------
