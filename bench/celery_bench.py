@@ -1034,16 +1034,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         with running_worker(services, bench_app, {}, "worker.log") as worker:
-            print("1. chain ...", file=sys.stderr)
-            chain_ = scenario_chain(bench_app, rounds, warmup)
-            print("2. concurrent ...", file=sys.stderr)
-            conc = scenario_concurrent(bench_app, conc_rounds, CONCURRENT_RUNS)
-            print("3. resume ...", file=sys.stderr)
-            res = scenario_resume(bench_app, trials)
-            cpu = None
-            if not args.no_profile:
-                print("CPU accounting ...", file=sys.stderr)
-                cpu = cpu_pass(services, bench_app, worker, cpu_runs)
+            try:
+                print("1. chain ...", file=sys.stderr)
+                chain_ = scenario_chain(bench_app, rounds, warmup)
+                print("2. concurrent ...", file=sys.stderr)
+                conc = scenario_concurrent(bench_app, conc_rounds, CONCURRENT_RUNS)
+                print("3. resume ...", file=sys.stderr)
+                res = scenario_resume(bench_app, trials)
+                cpu = None
+                if not args.no_profile:
+                    print("CPU accounting ...", file=sys.stderr)
+                    cpu = cpu_pass(services, bench_app, worker, cpu_runs)
+            except BaseException:
+                # (the log goes with the temporary folder)
+                print(f"the worker's log ends:\n{worker.tail(80)}", file=sys.stderr)
+                raise
         profile = None
         if not args.no_profile:
             print("profiling ...", file=sys.stderr)
