@@ -307,42 +307,31 @@ def bare_concurrent_once(bench_app: ModuleType, runs: int) -> float:
     return elapsed
 
 
-def floor_concurrent_once(bench_app: ModuleType, runs: int) -> float:
-    """The floor of scenario 2: ``runs`` bare 2-task chains whose tasks each read their step's
-    row and store the next."""
+def _pairs_once(runs: int, start: Callable[[str], Any], first: Any, last: Any) -> float:
+    """``runs`` bare 2-task chains ``first -> last``, each from ``start(run_id)`` (called in
+    the client), sent then each waited on: the total seconds."""
     from celery import chain
 
-    step = bench_app.floor_step
     t0 = time.perf_counter()
-    pending = [
-        chain(step.s(bench_app.floor_start(uuid.uuid4().hex)), step.s()).apply_async()
-        for _ in range(runs)
-    ]
+    pending = [chain(first.s(start(uuid.uuid4().hex)), last.s()).apply_async() for _ in range(runs)]
     counts = [result.get(timeout=120)["count"] for result in pending]
     elapsed = time.perf_counter() - t0
     if any(count != 2 for count in counts):
-        raise AssertionError("a floor 2-task chain ended with another count")
+        raise AssertionError(f"a floor 2-task chain ({first.name}) ended with another count")
     return elapsed
+
+
+def floor_concurrent_once(bench_app: ModuleType, runs: int) -> float:
+    """The floor of scenario 2: ``runs`` bare 2-task chains whose tasks each read their step's
+    row and store the next."""
+    step = bench_app.floor_step
+    return _pairs_once(runs, bench_app.floor_start, step, step)
 
 
 def floor_exit_concurrent_once(bench_app: ModuleType, runs: int) -> float:
     """The floor of scenario 2 with ``durability="exit"``: ``runs`` bare 2-task chains, each
     with its input stored from the client and its end by its last task."""
-    from celery import chain
-
-    t0 = time.perf_counter()
-    pending = [
-        chain(
-            bench_app.floor_carry.s(bench_app.floor_exit_start(uuid.uuid4().hex)),
-            bench_app.floor_end.s(),
-        ).apply_async()
-        for _ in range(runs)
-    ]
-    counts = [result.get(timeout=120)["count"] for result in pending]
-    elapsed = time.perf_counter() - t0
-    if any(count != 2 for count in counts):
-        raise AssertionError("an exit floor 2-task chain ended with another count")
-    return elapsed
+    return _pairs_once(runs, bench_app.floor_exit_start, bench_app.floor_carry, bench_app.floor_end)
 
 
 @dataclass

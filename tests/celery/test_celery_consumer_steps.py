@@ -92,27 +92,33 @@ def _noop() -> None:
     return None
 
 
-def _detached_message(broker_url: str) -> Any:
-    """A real task message taken from a Redis queue on a connection that is then let go, as
-    Celery's consumer does when the broker goes away while the task runs."""
-    from kombu import Connection
-
-    queue_name = f"detached-{uuid.uuid4().hex[:8]}"
-    connection = Connection(broker_url)
+def _publish_one(connection: Any, prefix: str, task_id: str | None = None) -> tuple[Any, Any]:
+    """Publish a task message ``x`` (id ``task_id``) to a new queue and take it (unacknowledged)
+    as a consumer does: (the queue, the message)."""
+    queue_name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     channel = connection.channel()
     queue = Queue(queue_name, Exchange(queue_name), queue_name, channel=channel)
     queue.declare()
-    producer = connection.Producer(channel=channel)
-    producer.publish(
+    connection.Producer(channel=channel).publish(
         [[], {}, {}],
         exchange=queue_name,
         routing_key=queue_name,
-        headers={"id": uuid.uuid4().hex, "task": "x", "lang": "py"},
+        headers={"id": task_id or uuid.uuid4().hex, "task": "x", "lang": "py"},
         serializer="json",
         declare=[queue],
     )
     message = queue.get(no_ack=False)
     assert message is not None
+    return queue, message
+
+
+def _detached_message(broker_url: str) -> Any:
+    """A real task message taken from a Redis queue on a connection that is then let go, as
+    Celery's consumer does when the broker goes away while the task runs."""
+    from kombu import Connection
+
+    connection = Connection(broker_url)
+    _, message = _publish_one(connection, "detached")
     connection.collect()  # (the consumer lets the lost connection go)
     return message
 
@@ -159,21 +165,8 @@ def test_an_acknowledgement_error_on_a_live_connection_still_propagates(
 
     app = Celery("acks-live", broker=celery_redis_url, set_as_current=False)
     task = app.task(name="x", shared=False)(_noop)
-    queue_name = f"live-{uuid.uuid4().hex[:8]}"
     with Connection(celery_redis_url) as connection:
-        channel = connection.channel()
-        queue = Queue(queue_name, Exchange(queue_name), queue_name, channel=channel)
-        queue.declare()
-        connection.Producer(channel=channel).publish(
-            [[], {}, {}],
-            exchange=queue_name,
-            routing_key=queue_name,
-            headers={"id": uuid.uuid4().hex, "task": "x", "lang": "py"},
-            serializer="json",
-            declare=[queue],
-        )
-        message = queue.get(no_ack=False)
-        assert message is not None
+        queue, message = _publish_one(connection, "live")
 
         def ack(*args: Any, **kwargs: Any) -> None:
             raise AttributeError("a bug, not a lost connection")
@@ -241,22 +234,9 @@ def test_a_task_reported_past_its_hard_limit_whose_process_had_died_is_requeued_
     else:
         pid, child = _dead_pid(zombie=process == "zombie")
     assert process_gone(pid) is (process != "alive")
-    queue_name = f"limits-{uuid.uuid4().hex[:8]}"
     task_id = uuid.uuid4().hex
     with Connection(celery_redis_url) as connection:
-        channel = connection.channel()
-        queue = Queue(queue_name, Exchange(queue_name), queue_name, channel=channel)
-        queue.declare()
-        connection.Producer(channel=channel).publish(
-            [[], {}, {}],
-            exchange=queue_name,
-            routing_key=queue_name,
-            headers={"id": task_id, "task": "x", "lang": "py"},
-            serializer="json",
-            declare=[queue],
-        )
-        message = queue.get(no_ack=False)
-        assert message is not None
+        queue, message = _publish_one(connection, "limits", task_id)
         request = NodeRequest(
             message,
             on_ack=message.ack_log_error,
