@@ -346,9 +346,12 @@ class Soak:
         runs: int,
         inflight: int,
         seed: int,
+        durability: str = "sync",
     ) -> None:
         self.services = services
         self.app_module = app_module
+        #: every run's ``RunnableConfig(durability=...)``
+        self.durability = durability
         self.workers = list(workers)
         self.inflight = inflight
         self.rng = random.Random(seed)
@@ -400,7 +403,7 @@ class Soak:
     def config(self, record: RunRecord) -> Any:
         from langgraph_celery import RunnableConfig
 
-        return RunnableConfig(thread_id=record.thread_id)
+        return RunnableConfig(thread_id=record.thread_id, durability=self.durability)
 
     def _retrying(self, what: str, fn: Callable[[], Any], attempts: int = 10) -> Any:
         """Call ``fn`` again after a store error (a chaos pg_kill), a few times."""
@@ -1257,8 +1260,8 @@ def render(report: Report) -> str:
         f"PostgreSQL {env['postgresql']}, Redis {env['redis_server']} (broker db {BROKER_DB}); "
         f"{env['cpus']} CPUs; source {env['source']}",
         f"2 workers x prefork -c 2; {env['inflight']} runs in flight; reaper every "
-        f"{REAP_EVERY:g} s, stalled_after {STALLED_AFTER:g} s; chaos every 0.5-1 s; seed "
-        f"{env['seed']}",
+        f"{REAP_EVERY:g} s, stalled_after {STALLED_AFTER:g} s; chaos every 0.5-1 s; "
+        f"durability {env.get('durability', 'sync')!r}; seed {env['seed']}",
         "",
         f"{'figure':<44}{'value':>12}{'target':>10}{'met':>6}",
         "-" * 72,
@@ -1384,6 +1387,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="seconds to wait for the started runs once starting stopped (default 180)",
     )
     parser.add_argument("--seed", type=int, default=None, help="random seed")
+    parser.add_argument(
+        "--durability",
+        choices=("sync", "async", "exit"),
+        default="sync",
+        help="every run's RunnableConfig(durability=...) (default sync)",
+    )
     parser.add_argument("--json", type=Path, help="save the figures to this JSON file")
     parser.add_argument(
         "--keep-logs", action="store_true", help="keep the logs folder even when all targets met"
@@ -1418,7 +1427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         app_module.saver.setup()  # tables exist before the workers race for them
         workers = [Worker(services, "w1"), Worker(services, "w2")]
         wait_workers(app_module, workers)
-        soak = Soak(services, app_module, workers, runs, args.inflight, seed)
+        soak = Soak(services, app_module, workers, runs, args.inflight, seed, args.durability)
         client = redis.Redis.from_url(services.broker_url)
         try:
             redis_server = str(client.info("server").get("redis_version", "?"))
@@ -1436,6 +1445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "cpus": os.cpu_count(),
             "source": source_state(),
             "inflight": args.inflight,
+            "durability": args.durability,
             "seed": seed,
             "loadavg_before": " ".join(f"{x:.2f}" for x in os.getloadavg()),
         }

@@ -211,13 +211,16 @@ def test_a_thread_parked_by_one_graph_is_refused_to_another_and_stays_resumable(
     assert state.data["log"] == ["a", "gate", "b"]
 
 
+@pytest.mark.parametrize("durability", ["sync", "exit", "async"])
 @pytest.mark.parametrize(
-    ("mode", "fan", "error"),
+    ("mode", "fan", "then", "error"),
     [
-        ("unserializable", False, SerializationError),
-        ("unserializable", True, SerializationError),
-        ("refused", False, InvalidUpdateError),
-        ("refused", True, InvalidUpdateError),
+        ("unserializable", False, False, SerializationError),
+        ("unserializable", True, False, SerializationError),
+        ("unserializable", False, True, SerializationError),
+        ("refused", False, False, InvalidUpdateError),
+        ("refused", True, False, InvalidUpdateError),
+        ("refused", False, True, InvalidUpdateError),
     ],
 )
 def test_an_update_the_store_or_a_reducer_refuses_fails_the_run_at_once(
@@ -226,18 +229,23 @@ def test_an_update_the_store_or_a_reducer_refuses_fails_the_run_at_once(
     redis_client: Any,
     mode: str,
     fan: bool,
+    then: bool,
     error: type[Exception],
+    durability: str,
 ) -> None:
-    """One task or several in the step: the run fails with the error, the node ran once, and
-    nothing is left for the reaper to run again."""
+    """One task or several in the step, the run ending there or going on (with "exit" and
+    "async" the next state is then carried in the result backend, which refuses it as the
+    store would): the run fails with the error, the node ran once, and nothing is left for
+    the reaper to run again."""
     graph = celery_stack.graph("poison")
-    config = RunnableConfig(thread_id=thread)
-    handle = graph.start({"thread": thread, "mode": mode, "fan": fan}, config)
+    config = RunnableConfig(thread_id=thread, durability=durability)
+    handle = graph.start({"thread": thread, "mode": mode, "fan": fan, "then": then}, config)
     with pytest.raises(error) as caught:
         handle.wait(timeout=20)
     assert ("'blob'" if mode == "unserializable" else "no poison here") in str(caught.value)
     assert handle.status() == "failed"
     assert int(redis_client.get(f"calls:{thread}:p")) == 1
+    assert redis_client.get(f"calls:{thread}:r") is None
     # the failed step stays for a resume, whose update fixes the cause this time
     assert celery_stack.saver.get(thread).next == (("p", "q") if fan else ("p",))
 

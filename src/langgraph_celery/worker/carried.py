@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Mapping
+import functools
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -130,22 +131,19 @@ async def commit_carried(
         assert new.parent_id is not None
         return dataclasses.replace(new, checkpoint_id=carried_id(new.parent_id))
 
-    try:
+    fails_here = functools.partial(_step_fails_here, runtime, carried, writes)
+    with fails_here():
         result = await runtime.engine.finish(checkpoint, writes, config, hold)
         at, decision = result.checkpoint, None
         if result.interruption is None:
             at, decision = await runtime.engine.next_decision(at, config, hold)
-    except GraphError as error:
-        stored = materialize(runtime, carried)
-        if stored is not None:
-            runtime.step_failed(stored, writes, error)
-        raise
     goes_on = decision is not None and _loop.keeps_unstored(
         config.durability, decision, fan_out=False
     )
     if _loop.stores_behind(config.durability):
         ahead = Carried(at, checkpoint.checkpoint_id, carried.watched_at) if goes_on else None
-        own_stored, cancelled = _own_stored(runtime, carried, kept, ahead)
+        with fails_here():  # (the next state refused by the serializer: nothing was put)
+            own_stored, cancelled = _own_stored(runtime, carried, kept, ahead)
         if not own_stored:
             return TaskResult(TaskStatus.MERGED_ELSEWHERE)
         if cancelled is not None and ahead is not None:
@@ -164,16 +162,18 @@ async def commit_carried(
         watched_at = watched(runtime, at, carried.watched_at)
         # (one carried state per run: the step's own goes as the next one is put)
         forget = checkpoint.checkpoint_id if kept else None
-        runtime.carrier.put(Carried(at, carried.stored_id, watched_at), forget)
+        with fails_here():
+            runtime.carrier.put(Carried(at, carried.stored_id, watched_at), forget)
         runtime.send(at, carried=True)
         return TaskResult(
             TaskStatus.CARRIED, checkpoint_id=at.checkpoint_id, step=at.step, next=at.next
         )
     # (async: the step's own checkpoint is stored now)
     stored_id = checkpoint.checkpoint_id if _loop.stores_behind(config.durability) else None
-    stored = materialize(
-        runtime, Carried(at, stored_id or carried.stored_id, carried.watched_at), put=False
-    )
+    with fails_here():
+        stored = materialize(
+            runtime, Carried(at, stored_id or carried.stored_id, carried.watched_at), put=False
+        )
     if stored is None or stored.checkpoint_id != at.checkpoint_id:
         return TaskResult(TaskStatus.MERGED_ELSEWHERE)
     if result.interruption is not None or decision is None:
@@ -195,6 +195,22 @@ async def commit_carried(
     if kept:
         runtime.carrier.forget(checkpoint.checkpoint_id)
     return runtime.merged(stored)
+
+
+@contextlib.contextmanager
+def _step_fails_here(
+    runtime: GraphRuntime, carried: Carried, writes: Mapping[str, Mapping[str, Any]]
+) -> Iterator[None]:
+    """A step whose next checkpoint cannot be made (a route, a reducer) or carried or stored
+    (the serializer refuses the next state) fails the run at the step's own checkpoint,
+    stored first, as in "sync" (where its node's update is kept for a resume, if it can be)."""
+    try:
+        yield
+    except GraphError as error:
+        stored = materialize(runtime, carried)
+        if stored is not None:
+            runtime.step_failed(stored, writes, error)
+        raise
 
 
 def _own_stored(

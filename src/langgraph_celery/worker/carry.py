@@ -37,7 +37,7 @@ from datetime import datetime
 from typing import Any
 
 from langgraph_celery.checkpoint.base import Checkpoint
-from langgraph_celery.errors import GraphStateError
+from langgraph_celery.errors import GraphStateError, SerializationError
 from langgraph_celery.serde import JsonSerializer
 from langgraph_celery.worker import names
 
@@ -99,6 +99,14 @@ class Carrier:
         return len(data)
 
     def _dump(self, carried: Carried) -> str:
+        checkpoint = carried.checkpoint
+        try:
+            return self._dumps(carried)
+        except SerializationError:
+            self.serializer.dumps(checkpoint.values)  # (names the state key at fault)
+            raise
+
+    def _dumps(self, carried: Carried) -> str:
         checkpoint = carried.checkpoint
         return self.serializer.dumps(
             {

@@ -411,9 +411,10 @@ def _picky(old: Any, new: Any) -> Any:
 
 
 def poison() -> StateGraph:
-    """START -> p -> END (with ``fan``, START -> p and q -> END): ``p`` returns what ``mode``
-    asks: ``unserializable`` an object no serializer takes, ``refused`` a value the reducer of
-    ``checked`` raises on, else a good update.  Each node counts its calls in Redis."""
+    """START -> p -> END (with ``fan``, START -> p and q -> END; with ``then``, p goes on to
+    r -> END): ``p`` returns what ``mode`` asks: ``unserializable`` an object no serializer
+    takes, ``refused`` a value the reducer of ``checked`` raises on, else a good update.  Each
+    node counts its calls in Redis."""
     graph = StateGraph(
         {"log": Channels.appender(), "checked": Channel(reducer=_picky), "blob": Channel()}
     )
@@ -439,8 +440,10 @@ def poison() -> StateGraph:
 
     graph.add_node("p", counted("p", p_update))
     graph.add_node("q", counted("q", lambda state: {"log": ["q"]}))
+    graph.add_node("r", counted("r", lambda state: {"log": ["r"]}))
     graph.add_conditional_edges(START, lambda state: ["p", "q"] if state.value("fan") else "p")
-    return graph.add_edge("p", END).add_edge("q", END)
+    graph.add_conditional_edges("p", lambda state: "r" if state.value("then") else END)
+    return graph.add_edge("q", END).add_edge("r", END)
 
 
 def dying() -> StateGraph:
