@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 from langgraph_celery.checkpoint.base import Checkpoint, CheckpointKind, CheckpointView
 from langgraph_celery.errors import CheckpointConflictError, GraphError
 from langgraph_celery.graph import _loop
-from langgraph_celery.graph._loop import Decision, Parking
+from langgraph_celery.graph._loop import Decision, Extra, Parking
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.worker import names
 from langgraph_celery.worker.carry import Carried, carried_id
 from langgraph_celery.worker.envelope import TaskEnvelope
 from langgraph_celery.worker.results import TaskResult, TaskStatus
+from langgraph_celery.worker.streaming import carried_step
 
 if TYPE_CHECKING:
     from langgraph_celery.worker.runtime import GraphRuntime
@@ -162,8 +163,12 @@ async def commit_carried(
         watched_at = watched(runtime, at, carried.watched_at)
         # (one carried state per run: the step's own goes as the next one is put)
         forget = checkpoint.checkpoint_id if kept else None
+        # (a root run's clients that follow it get the step as it is carried, not stored)
+        announce = None
+        if Extra.PARENT not in at.extra and runtime.executor.notifier.can_publish():
+            announce = carried_step(at)
         with fails_here():
-            runtime.carrier.put(Carried(at, carried.stored_id, watched_at), forget)
+            runtime.carrier.put(Carried(at, carried.stored_id, watched_at), forget, announce)
         runtime.send(at, carried=True)
         return TaskResult(
             TaskStatus.CARRIED, checkpoint_id=at.checkpoint_id, step=at.step, next=at.next

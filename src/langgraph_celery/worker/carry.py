@@ -20,6 +20,9 @@ run marks its last stored checkpoint, as always, and leaves a sign in the backen
 (``lgc:cancelled:<run_id>``) that the next carried step reads with its checkpoint, in the same
 round trip: that step stores its checkpoint and stops there.  Keys: ``worker/names.py``.
 
+A client streaming the run gets its carried steps too: the task that puts one also publishes it
+on the run's outputs channel, in the same round trip (``worker/streaming.py``).
+
 With ``durability="async"`` the same carriage runs, and the task that carried a checkpoint also
 stores it, right after sending its step's task (so the next node starts without waiting for the
 store), then leaves a sign that it did (``lgc:stored:<checkpoint_id>``).  The next step's task
@@ -32,6 +35,7 @@ flight at a time, and a checkpoint is never stored before its parent.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -41,7 +45,7 @@ from langgraph_celery.errors import GraphStateError, SerializationError
 from langgraph_celery.serde import JsonSerializer
 from langgraph_celery.worker import names
 
-__all__ = ["HEADER", "Carried", "Carrier", "carried_id", "check_backend"]
+__all__ = ["HEADER", "Carried", "Carrier", "carried_id", "carried_of", "check_backend"]
 
 #: The message header of a node task whose step's checkpoint is carried (not in the store).
 HEADER = names.CARRIED_HEADER
@@ -83,6 +87,20 @@ def _key_value(backend: Any) -> bool:
     return all(callable(getattr(backend, name, None)) for name in ("get", "mget", "set", "delete"))
 
 
+def carried_of(data: Mapping[str, Any]) -> Carried:
+    """A carried checkpoint from what :meth:`Carrier.put` stores (decoded by the serializer)."""
+    checkpoint = Checkpoint.from_body(
+        data["body"],
+        thread_id=data["thread_id"],
+        checkpoint_id=data["checkpoint_id"],
+        run_id=data["run_id"],
+        step=data["step"],
+        parent_id=data["parent_id"],
+        created_at=data["created_at"],
+    )
+    return Carried(checkpoint, data["stored_id"], data["watched_at"])
+
+
 class Carrier:
     """Puts, reads and removes carried checkpoints in ``app``'s result backend, and the cancel
     signs clients leave there for them (a carried step checks both in one round trip)."""
@@ -91,11 +109,18 @@ class Carrier:
         self.app = app
         self.serializer = serializer
 
-    def put(self, carried: Carried, forget: str | None = None) -> int:
+    def put(
+        self,
+        carried: Carried,
+        forget: str | None = None,
+        announce: Callable[[str], tuple[str, str]] | None = None,
+    ) -> int:
         """Store ``carried`` (and remove the carried checkpoint ``forget``, the step it was
-        computed from); the size of what was stored (bytes)."""
+        computed from); with ``announce``, also publish ``announce(data)`` (a channel and a
+        message, made of what is stored) in the same round trip; the size of what was stored
+        (bytes)."""
         data = self._dump(carried)
-        self._set(_KEY + carried.checkpoint.checkpoint_id, data, forget)
+        self._set(_KEY + carried.checkpoint.checkpoint_id, data, forget, announce)
         return len(data)
 
     def _dump(self, carried: Carried) -> str:
@@ -129,21 +154,14 @@ class Carrier:
         raw, cancelled_at = self.app.backend.mget([_KEY + checkpoint_id, _CANCEL + run_id])
         if raw is None:
             return None, False
-        data = self.serializer.loads(raw.decode() if isinstance(raw, bytes) else raw)
-        stored_id = data["stored_id"]
+        carried = carried_of(self.serializer.loads(raw.decode() if isinstance(raw, bytes) else raw))
         if isinstance(cancelled_at, bytes):
             cancelled_at = cancelled_at.decode()
-        checkpoint = Checkpoint.from_body(
-            data["body"],
-            thread_id=data["thread_id"],
-            checkpoint_id=data["checkpoint_id"],
-            run_id=data["run_id"],
-            step=data["step"],
-            parent_id=data["parent_id"],
-            created_at=data["created_at"],
+        cancelled = cancelled_at is not None and cancelled_at in (
+            carried.stored_id,
+            carried.checkpoint.checkpoint_id,
         )
-        cancelled = cancelled_at is not None and cancelled_at in (stored_id, data["checkpoint_id"])
-        return Carried(checkpoint, stored_id, data["watched_at"]), cancelled
+        return carried, cancelled
 
     def swap(self, carried: Carried | None, own: Checkpoint) -> tuple[bool, str | None]:
         """(async) Put ``carried`` (if any) and remove the carried checkpoint ``own`` (the step
@@ -208,9 +226,16 @@ class Carrier:
         another checkpoint, so the sign no longer applies to the run's later steps)."""
         self._set(_CANCEL + checkpoint.run_id, checkpoint.checkpoint_id)
 
-    def _set(self, key: str, value: str, forget: str | None = None) -> None:
-        """Set ``key`` (expiring as the backend's results do) and remove the carried checkpoint
-        ``forget``: on Redis in one round trip, without the publication Celery's ``set`` adds."""
+    def _set(
+        self,
+        key: str,
+        value: str,
+        forget: str | None = None,
+        announce: Callable[[str], tuple[str, str]] | None = None,
+    ) -> None:
+        """Set ``key`` (expiring as the backend's results do), remove the carried checkpoint
+        ``forget`` and publish ``announce(value)``: on Redis in one round trip, without the
+        publication Celery's ``set`` adds (with another backend, nothing is published)."""
         backend = self.app.backend
         client: Any = getattr(backend, "client", None)
         if not callable(getattr(client, "pipeline", None)):
@@ -222,6 +247,8 @@ class Carrier:
             pipe.set(key, value, ex=self._expires())
             if forget is not None:
                 pipe.delete(_KEY + forget, _STORED + forget)
+            if announce is not None:
+                pipe.publish(*announce(value))
             pipe.execute()
 
     def _expires(self) -> int | None:

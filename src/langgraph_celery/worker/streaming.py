@@ -42,13 +42,24 @@ from langgraph_celery.errors import SerializationError
 from langgraph_celery.graph.config import Sink
 from langgraph_celery.graph.types import NodeOutput, StreamingOutput
 from langgraph_celery.serde import JsonSerializer
+from langgraph_celery.worker import names
+from langgraph_celery.worker.carry import carried_of
 from langgraph_celery.worker.notify import Notifier
 
-__all__ = ["Published", "Relay", "Source", "decode", "output_sink", "publish_step"]
+__all__ = [
+    "Published",
+    "Relay",
+    "Source",
+    "carried_step",
+    "decode",
+    "output_sink",
+    "publish_step",
+]
 
-#: the ``kind`` of a message: a StreamingOutput's chunk, another NodeOutput of the node, or a
-#: step a compiled subgraph's child run stored (its node outputs)
-CHUNK, OUTPUT, STEP = "chunk", "output", "step"
+#: the ``kind`` of a message: a StreamingOutput's chunk, another NodeOutput of the node, a
+#: step a compiled subgraph's child run stored (its node outputs), or a step of a
+#: ``durability="exit"`` run carried in the result backend, not stored (the checkpoint itself)
+CHUNK, OUTPUT, STEP, CARRIED = "chunk", "output", "step", "carried"
 
 
 @dataclass(frozen=True)
@@ -145,6 +156,28 @@ def output_sink(
     return publish
 
 
+def carried_step(checkpoint: Checkpoint) -> Callable[[str], tuple[str, str]]:
+    """What the task that carries ``checkpoint`` (a step of a root run with durability "exit")
+    publishes with it (``worker/carry.py``): the run's outputs channel, and a message holding
+    what is carried (``data``, JSON already) for the clients following the run."""
+
+    def announce(data: str) -> tuple[str, str]:
+        head = json.dumps(
+            {
+                "checkpoint": checkpoint.checkpoint_id,
+                "step": checkpoint.step,
+                "task": "",
+                "node": "",
+                "kind": CARRIED,
+                "chunk": None,
+            },
+            separators=(",", ":"),
+        )
+        return names.run_outputs_channel(checkpoint.run_id), f'{head[:-1]},"carried":{data}}}'
+
+    return announce
+
+
 @dataclass(frozen=True)
 class Published:
     """One message of a run's outputs channel, decoded."""
@@ -156,6 +189,8 @@ class Published:
     kind: str
     chunk: Any
     source: Source | None = None
+    #: (kind ``carried``) the step's checkpoint
+    carried: Checkpoint | None = None
 
     def output(self, state: Any) -> NodeOutput:
         if self.kind == CHUNK:
@@ -185,7 +220,17 @@ def decode(serializer: JsonSerializer, data: bytes) -> Published | None:
     source = Source.of(message.get("source")) if "source" in message else None
     if kind == STEP and source is None:
         return None
-    return Published(str(checkpoint_id), step, str(task_id), str(node), str(kind), chunk, source)
+    carried = None
+    if kind == CARRIED:
+        try:
+            carried = carried_of(serializer.from_jsonable(message.get("carried"))).checkpoint
+        except (SerializationError, KeyError, TypeError, ValueError):
+            return None
+        if carried.checkpoint_id != checkpoint_id:
+            return None
+    return Published(
+        str(checkpoint_id), step, str(task_id), str(node), str(kind), chunk, source, carried
+    )
 
 
 class Relay:
@@ -193,6 +238,11 @@ class Relay:
 
     ``make_state(values)`` builds the state a node was called with from stored values;
     ``of_child(published)`` the outputs of a child run's message (they read the store).
+
+    The steps of a ``durability="exit"`` run carried in the result backend come as messages
+    too (kind ``carried``, the checkpoint itself): the relay keeps them, and the follower takes
+    them as steps read from the store (:meth:`carried_after`, then :meth:`stepped`), so that it
+    yields every step of the run, as in process, and what each step's nodes streamed.
     """
 
     def __init__(
@@ -205,13 +255,16 @@ class Relay:
         self._make_state = make_state
         self._of_child = of_child
         self._later: list[Published] = []  # messages of steps the follower has not read yet
+        self._carried: dict[str, Checkpoint] = {}  # carried steps received, by their parent
+        #: the last step :meth:`stepped` yielded the outputs of
+        self.reached: Checkpoint | None = None
 
     def running(self, messages: list[bytes], seen: Checkpoint) -> tuple[list[NodeOutput], bool]:
         """The outputs of ``messages`` to yield now, those of ``seen``'s step (the latest the
-        follower read); and whether one came from a later step (the follower then reads the
-        store): those wait for :meth:`stepped`.  A message of an earlier step is stale (one
-        left on a reused connection, or of a node that ran again after its step was stored):
-        it is dropped."""
+        follower read); and whether one came from a later step, or a step was carried (the
+        follower then reads the store): those wait for :meth:`stepped`.  A message of an
+        earlier step is stale (one left on a reused connection, or of a node that ran again
+        after its step was stored): it is dropped."""
         outputs: list[NodeOutput] = []
         later = False
         for published in self._decode(messages):
@@ -220,7 +273,16 @@ class Relay:
                 later = True
             elif published.checkpoint_id == seen.checkpoint_id:
                 outputs.extend(self._outputs(published, seen))
-        return outputs, later
+        return outputs, later or seen.checkpoint_id in self._carried
+
+    def carried_after(self, seen: Checkpoint) -> list[Checkpoint]:
+        """The carried steps received that follow ``seen``, oldest first."""
+        chain: list[Checkpoint] = []
+        at = seen.checkpoint_id
+        while at in self._carried and len(chain) <= len(self._carried):
+            chain.append(self._carried[at])
+            at = chain[-1].checkpoint_id
+        return chain
 
     def stepped(
         self,
@@ -232,27 +294,49 @@ class Relay:
         """What to yield once the follower read ``since`` (the checkpoints after ``seen``,
         oldest first) and received every message published before (``messages``, and those
         kept from earlier): each step's streamed outputs, then the outputs of the checkpoint
-        that step stored (``step_outputs``).  Messages of steps after ``since`` are kept;
-        stale ones dropped."""
-        chain = [seen, *since]
+        that step stored (``step_outputs``).  Steps carried after ``seen`` come first (a
+        stored copy of one is not yielded again), and the last step yielded is
+        :attr:`reached`.  Messages of steps after that are kept; stale ones dropped."""
+        kept, self._later = self._later, []
+        published = [*kept, *self._decode(messages)]
+        chain = [seen, *self.carried_after(seen)]
+        known = {checkpoint.checkpoint_id for checkpoint in chain}
+        for checkpoint in since:
+            if checkpoint.checkpoint_id not in known and checkpoint.step > chain[-1].step:
+                chain.append(checkpoint)
         position = {checkpoint.checkpoint_id: index for index, checkpoint in enumerate(chain)}
         groups: list[list[NodeOutput]] = [[] for _ in chain]
-        kept, self._later = self._later, []
-        for published in [*kept, *self._decode(messages)]:
-            index = position.get(published.checkpoint_id)
+        for message in published:
+            index = position.get(message.checkpoint_id)
             if index is not None:
-                groups[index].extend(self._outputs(published, chain[index]))
-            elif published.step > chain[-1].step:
-                self._later.append(published)
+                groups[index].extend(self._outputs(message, chain[index]))
+            elif message.step > chain[-1].step:
+                self._later.append(message)
         outputs = groups[0]
-        for index, checkpoint in enumerate(since, start=1):
+        for index, checkpoint in enumerate(chain[1:], start=1):
             outputs.extend(step_outputs(checkpoint))
             outputs.extend(groups[index])
+        self.reached = chain[-1]
+        self._carried = {
+            parent: carried
+            for parent, carried in self._carried.items()
+            if carried.step > self.reached.step
+        }
         return outputs
 
     def _decode(self, messages: list[bytes]) -> list[Published]:
-        decoded = (decode(self._serializer, data) for data in messages)
-        return [published for published in decoded if published is not None]
+        """The messages but carried steps, which are kept aside (see :meth:`carried_after`)."""
+        decoded: list[Published] = []
+        for data in messages:
+            published = decode(self._serializer, data)
+            if published is None:
+                continue
+            if published.carried is not None:
+                if published.carried.parent_id is not None:
+                    self._carried[published.carried.parent_id] = published.carried
+                continue
+            decoded.append(published)
+        return decoded
 
     def _outputs(self, published: Published, checkpoint: Checkpoint) -> list[NodeOutput]:
         """``published`` with the state its node was called with: that of its step's
