@@ -50,7 +50,7 @@ from langgraph_celery.graph._loop import Action, RunStatus, StepMarks
 from langgraph_celery.graph._sync import run_sync
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import GraphInput
-from langgraph_celery.worker import names
+from langgraph_celery.worker import _claims, names
 from langgraph_celery.worker.client import CelerySource, read_status, status_of
 
 if TYPE_CHECKING:
@@ -287,14 +287,15 @@ def _expire_thread(
     if latest.created_at > before:
         return False  # (stored after the run completed, by an update: later)
     # Claimed as a start, resume or update claims it: none of them starts on it meanwhile.
-    source = CelerySource(runtime)
     try:
-        view, claim = source._claim_thread(thread_id)
+        view, claim = _claims.claim_thread(runtime, thread_id)
     except GraphStateError as error:
         log.info("reaper: thread %r not expired: %s", thread_id, error)
         return False
     if view.checkpoint is None or view.checkpoint.checkpoint_id != latest.checkpoint_id:
-        source._release(view.checkpoint, claim)  # (it went on meanwhile: the next pass sees it)
+        _claims.release(
+            runtime, view.checkpoint, claim
+        )  # (it went on meanwhile: the next pass sees it)
         return False
     saver.delete_thread(thread_id)  # (the claim goes with it)
     log.info("reaper: thread %r deleted (completed at %s)", thread_id, latest.created_at)

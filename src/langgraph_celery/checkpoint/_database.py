@@ -1,7 +1,8 @@
 """How :class:`~langgraph_celery.checkpoint.sql.SqlSaver` reaches its database: the engine, the
 connections it keeps, setting the tables up, and running one statement (or a transaction).
 
-:class:`SqlDatabase` is a base of ``SqlSaver``; what the saver stores is in ``sql.py``.  Every
+:class:`SqlDatabase` is a base of ``SqlSaver``; what the saver stores is in ``sql.py``
+(checkpoints), ``_sql_writes.py`` (pending writes) and ``_sql_runs.py`` (timers, runs).  Every
 statement goes through :meth:`SqlDatabase._execute` (one statement in autocommit, one round
 trip; the bench counts them there): on the saver's own DBAPI connections
 (:mod:`langgraph_celery.checkpoint._direct`), or through SQLAlchemy for an in-memory SQLite

@@ -28,7 +28,6 @@ from langgraph_celery.checkpoint._conflicts import (
     rule_of_collision,
 )
 from langgraph_celery.checkpoint._conflicts import message as conflict_message
-from langgraph_celery.checkpoint._database import SqlDatabase
 from langgraph_celery.checkpoint._delta import Chain
 from langgraph_celery.checkpoint._engines import (  # (SQLITE_BUSY_TIMEOUT: its old home)
     SQLITE_BUSY_TIMEOUT,  # noqa: F401
@@ -36,29 +35,17 @@ from langgraph_celery.checkpoint._engines import (  # (SQLITE_BUSY_TIMEOUT: its 
 from langgraph_celery.checkpoint._incremental import Encoded, Incremental
 from langgraph_celery.checkpoint._retention import StoredRef, child_prefix, is_child_of
 from langgraph_celery.checkpoint._rows import RowReader
-from langgraph_celery.checkpoint._schema import (
-    DEFAULT_TABLE_PREFIX,
-    as_utc,
-    constraint_names,
-    next_write_seq,
-)
+from langgraph_celery.checkpoint._schema import DEFAULT_TABLE_PREFIX, as_utc, constraint_names
+from langgraph_celery.checkpoint._sql_runs import SqlRuns, run_row
+from langgraph_celery.checkpoint._sql_writes import SqlWrites
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
-    CheckpointView,
-    PendingWrite,
     Timer,
-    WriteKind,
     check_run_of,
     check_timer_thread,
 )
-from langgraph_celery.checkpoint.index import (
-    RunIndex,
-    RunRecord,
-    RunStatus,
-    check_page,
-    check_run_owner,
-)
+from langgraph_celery.checkpoint.index import RunIndex, RunRecord
 from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.serde import Serializer
 
@@ -68,7 +55,7 @@ __all__ = ["SqlSaver"]
 _ID_BATCH = 500
 
 
-class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
+class SqlSaver(SqlWrites, SqlRuns, BaseCheckpointSaver, RunIndex):
     """Stores checkpoints in a SQL database through SQLAlchemy (SQLite or PostgreSQL).
 
     ``url_or_engine`` is a URL (``sqlite:///path.db``, ``postgresql://user@host/db``; a
@@ -78,7 +65,9 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
     :mod:`langgraph_celery.checkpoint._schema`), so several savers can share one database.
     Statements run on connections the saver opens through the engine and keeps (see
     :mod:`langgraph_celery.checkpoint._direct`).  It is both halves of the saver contract: a
-    :class:`BaseCheckpointSaver` and a :class:`RunIndex`.
+    :class:`BaseCheckpointSaver` and a :class:`RunIndex`.  Checkpoints and retention are here;
+    pending writes are :class:`~langgraph_celery.checkpoint._sql_writes.SqlWrites`'s, timers
+    and run records :class:`~langgraph_celery.checkpoint._sql_runs.SqlRuns`'s (its bases).
     """
 
     shared_across_processes = True
@@ -141,7 +130,7 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
                 "kind": timer.kind,
                 "due_at": as_utc(timer.due_at),
             }
-        record = _run_row(run) if run is not None else None
+        record = run_row(run) if run is not None else None
         with self._conflicts(checkpoint):
             if combined is not None:
                 params = {**row, **{f"t_{k}": v for k, v in columns.items()}}
@@ -233,32 +222,6 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
     def list(self, thread_id: str) -> Sequence[Checkpoint]:
         rows = self._read(self._sql.history, {"thread_id": thread_id})
         return self._load_all(thread_id, rows)
-
-    def set_timer(
-        self, thread_id: str, run_id: str, graph_id: str, kind: str, due_at: datetime
-    ) -> None:
-        values = {"run_id": run_id, "graph_id": graph_id, "kind": kind, "due_at": as_utc(due_at)}
-        sql = self._sql
-        if sql.upsert_timer is not None:
-            self._write(sql.upsert_timer, {"thread_id": thread_id, **values})
-        elif not self._write(sql.update_timer, {"b_thread_id": thread_id, **values}):
-            self._write(sql.insert_timer, {"thread_id": thread_id, **values})
-
-    def clear_timer(self, thread_id: str, run_id: str, due_at: datetime | None = None) -> None:
-        params: dict[str, Any] = {"thread_id": thread_id, "run_id": run_id}
-        statement = self._sql.clear_timer
-        if due_at is not None:
-            params["due_at"] = as_utc(due_at)
-            statement = self._sql.clear_timer_at
-        self._write(statement, params)
-
-    def due_timers(self, now: datetime, limit: int = 100) -> Sequence[Timer]:
-        rows = self._read(self._sql.due_timers, {"now": as_utc(now), "limit": limit})
-        return [Timer(r.thread_id, r.run_id, r.graph_id, r.kind, as_utc(r.due_at)) for r in rows]
-
-    def thread_of_run(self, run_id: str) -> str | None:
-        rows = self._read(self._sql.thread_of_run, {"run_id": run_id})
-        return str(rows[0].thread_id) if rows else None
 
     def release(self, thread_id: str) -> Sequence[Checkpoint]:
         checkpoints, writes = self._tables.checkpoints, self._tables.writes
@@ -360,177 +323,6 @@ class SqlSaver(SqlDatabase, BaseCheckpointSaver, RunIndex):
         self._incremental.forget(thread_id, ids)
         return removed
 
-    def _recorded_completed(self, thread_id: str) -> frozenset[str]:
-        params = {"thread_id": thread_id, "completed": RunStatus.COMPLETED}
-        return frozenset(row.run_id for row in self._read(self._sql.completed_of_thread, params))
-
-    def completed_runs(
-        self, graph_id: str, before: datetime, *, limit: int = 100
-    ) -> Sequence[RunRecord]:
-        """One read (and one update setting aside the runs a newer run of their thread
-        superseded), on ``<prefix>runs_expiry_ix``."""
-        check_page(limit)
-        params = {
-            "graph_id": graph_id,
-            "completed": RunStatus.COMPLETED,
-            "before": as_utc(before),
-            "limit": limit,
-        }
-        rows = self._read(self._sql.completed_runs, params)
-        superseded = [row.run_id for row in rows if row.newer]
-        if superseded:
-            with self._begin() as conn:
-                conn.execute(self._sql.supersede_runs, {"ids": superseded})
-        return [_run_record(row) for row in rows if not row.newer]
-
-    def supersede_run(self, record: RunRecord) -> bool:
-        params = {"b_run_id": record.run_id, "b_updated_at": as_utc(record.updated_at)}
-        return self._write(self._sql.supersede_run, params) == 1
-
-    # -- run records -------------------------------------------------------------------------
-
-    def upsert_run(self, record: RunRecord) -> bool:
-        row = _run_row(record)
-        upsert = self._sql.upsert_run
-        if upsert is not None:
-            # (row count 0: the stored record is newer, or of another thread or graph)
-            changed = self._write(upsert, row) == 1
-        else:
-            changed = self._upsert_run_in_turn(row)
-        if changed:
-            return True
-        held = self.get_run(record.run_id)
-        if held is not None:
-            check_run_owner(held, record)
-        return False
-
-    def _upsert_run_in_turn(self, row: Mapping[str, Any]) -> bool:
-        """A database without upsert: update, else insert, else (inserted meanwhile) update."""
-        update = {f"b_{name}": value for name, value in row.items() if name != "created_at"}
-        if self._write(self._sql.update_run, update) == 1:
-            return True
-        try:
-            self._write(self._sql.insert_run, row)
-        except IntegrityError as exc:
-            if is_uniqueness_violation(exc.orig) is False:
-                raise
-            return self._write(self._sql.update_run, update) == 1
-        return True
-
-    def get_run(self, run_id: str) -> RunRecord | None:
-        rows = self._read(self._sql.run_by_id, {"run_id": run_id})
-        return _run_record(rows[0]) if rows else None
-
-    def list_runs(
-        self,
-        graph_id: str | None = None,
-        status: RunStatus | None = None,
-        *,
-        limit: int = 50,
-        before: RunRecord | None = None,
-    ) -> Sequence[RunRecord]:
-        check_page(limit)
-        params: dict[str, Any] = {"limit": limit}
-        if graph_id is not None:
-            params["graph_id"] = graph_id
-        if status is not None:
-            params["status"] = RunStatus(status)
-        if before is not None:
-            params["b_created_at"] = as_utc(before.created_at)
-            params["b_run_id"] = before.run_id
-        query = self._sql.runs_page[(graph_id is not None, status is not None, before is not None)]
-        return [_run_record(row) for row in self._read(query, params)]
-
-    # -- pending writes ----------------------------------------------------------------------
-
-    def put_writes(
-        self,
-        thread_id: str,
-        checkpoint_id: str,
-        task_id: str,
-        node: str,
-        update: Mapping[str, Any],
-        kind: WriteKind = WriteKind.UPDATE,
-    ) -> bool:
-        values = {
-            "thread_id": thread_id,
-            "checkpoint_id": checkpoint_id,
-            "task_id": task_id,
-            "node": node,
-            "seq": next_write_seq(),
-            "body": self.serializer.dumps(dict(update)),
-            "created_at": datetime.now(UTC),
-            "kind": WriteKind(kind).value,
-        }
-        ignoring = self._sql.put_write_ignoring
-        if ignoring is not None:
-            # the row count is 0 when the key was there already (the statement did nothing)
-            return self._write(ignoring, values) == 1
-        try:
-            self._write(self._sql.put_write, values)
-        except IntegrityError as exc:
-            # (a database without INSERT ... ON CONFLICT: refused by the primary key, known by
-            # its name or, where the driver does not report it, by the write found there)
-            if is_uniqueness_violation(exc.orig) is False:
-                raise
-            name = constraint_name(exc.orig)
-            if name is not None and name != self._write_key:
-                raise
-            if name is None:
-                key = {"thread_id": thread_id, "checkpoint_id": checkpoint_id, "task_id": task_id}
-                if not self._read(self._sql.write_of_task, key):
-                    raise
-            return False
-        return True
-
-    def delete_write(self, thread_id: str, checkpoint_id: str, task_id: str, node: str) -> bool:
-        params = {
-            "thread_id": thread_id,
-            "checkpoint_id": checkpoint_id,
-            "task_id": task_id,
-            "node": node,
-        }
-        return self._write(self._sql.delete_write, params) == 1
-
-    def get_with_writes(self, thread_id: str, checkpoint_id: str | None = None) -> CheckpointView:
-        """One statement: the checkpoint joined with its writes and its parent's markers."""
-        return self._view(thread_id, checkpoint_id, copy=True)
-
-    def _shared_view(self, thread_id: str, checkpoint_id: str) -> CheckpointView:
-        return self._view(thread_id, checkpoint_id, copy=False)
-
-    def _view(self, thread_id: str, checkpoint_id: str | None, copy: bool) -> CheckpointView:
-        if checkpoint_id is None:
-            rows = self._read(self._sql.view_latest, {"thread_id": thread_id})
-        else:
-            params = {"thread_id": thread_id, "checkpoint_id": checkpoint_id}
-            rows = self._read(self._sql.view_by_id, params)
-        if not rows:
-            return CheckpointView(None)
-        checkpoint = self._rows.load(thread_id, rows[0], copy=copy)
-        own: dict[str, PendingWrite] = {}
-        parent: dict[str, PendingWrite] = {}
-        loads = self.serializer.loads
-        for row in rows:
-            if row.w_task_id is None:
-                continue
-            write = PendingWrite(
-                row.w_task_id, row.w_node, dict(loads(row.w_body)), _kind(row.w_kind)
-            )
-            mine = row.w_checkpoint_id == checkpoint.checkpoint_id
-            (own if mine else parent)[write.task_id] = write
-        return CheckpointView(checkpoint, own, parent, bool(rows[0].w_committed))
-
-    def get_writes(self, thread_id: str, checkpoint_id: str) -> Sequence[PendingWrite]:
-        params = {"thread_id": thread_id, "checkpoint_id": checkpoint_id}
-        rows = self._read(self._sql.writes_of, params)
-        return [
-            PendingWrite(
-                row.task_id, row.node, dict(self.serializer.loads(row.body)), _kind(row.kind)
-            )
-            for row in rows
-        ]
-
     # -- helpers -----------------------------------------------------------------------------
 
     def _checkpoint_columns(self) -> tuple[Any, ...]:
@@ -551,37 +343,3 @@ def _chain_of(row: Any) -> Chain | None:
     if row.budget is None:  # (a row a release before migration 9 stored during an upgrade)
         return None
     return Chain(row.base_id, int(row.budget), int(row.depth or 0))
-
-
-def _run_record(row: Any) -> RunRecord:
-    return RunRecord(
-        run_id=row.run_id,
-        thread_id=row.thread_id,
-        graph_id=row.graph_id,
-        status=RunStatus(row.status),
-        node=row.node,
-        created_at=as_utc(row.created_at),
-        updated_at=as_utc(row.updated_at),
-    )
-
-
-_KINDS = {kind.value: kind for kind in WriteKind}
-
-
-def _kind(word: str | None) -> WriteKind:
-    """A stored write's kind (a row written by a process of the release before migration 8,
-    during an upgrade, has the column's default)."""
-    return _KINDS.get(word or "update", WriteKind.UPDATE)
-
-
-def _run_row(record: RunRecord) -> dict[str, Any]:
-    """A run's record as the columns of its row."""
-    return {
-        "run_id": record.run_id,
-        "thread_id": record.thread_id,
-        "graph_id": record.graph_id,
-        "status": record.status,
-        "node": record.node,
-        "created_at": as_utc(record.created_at),
-        "updated_at": as_utc(record.updated_at),
-    }

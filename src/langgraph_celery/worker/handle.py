@@ -14,15 +14,15 @@ from langgraph_celery.graph._local import Outcome
 from langgraph_celery.graph._loop import Status
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import GraphResult, NodeOutput
-from langgraph_celery.worker._store_calls import store as _store
-from langgraph_celery.worker.client import (
-    _POLL_MAX,
-    _POLL_MIN,
-    _WAKE_FALLBACK,
-    CelerySource,
+from langgraph_celery.worker._following import (
+    POLL_MAX,
+    POLL_MIN,
+    WAKE_FALLBACK,
     read_status,
     status_of,
 )
+from langgraph_celery.worker._store_calls import store as _store
+from langgraph_celery.worker.client import CelerySource
 
 if TYPE_CHECKING:
     from langgraph_celery.graph.compiled import CompiledGraph
@@ -94,7 +94,7 @@ class RunHandle:
     def wait(self, timeout: float | None = None) -> GraphResult:
         """Block until the run stops (completed, interrupted or failed); its result."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        delay = _POLL_MIN
+        delay = POLL_MIN
         runtime = self._source().runtime
         # subscribed before the first read, so that a stop between the two is not missed
         subscription = runtime.executor.notifier.subscribe(self.thread_id, final=True)
@@ -111,10 +111,10 @@ class RunHandle:
                     assert timeout is not None and status.checkpoint is not None
                     raise self._source().timed_out(status.checkpoint, timeout)
                 if subscription is not None:
-                    subscription.wait(min(_WAKE_FALLBACK, left or _WAKE_FALLBACK))
+                    subscription.wait(min(WAKE_FALLBACK, left or WAKE_FALLBACK))
                 else:
                     time.sleep(min(delay, left or delay))
-                    delay = min(delay * 2, _POLL_MAX)
+                    delay = min(delay * 2, POLL_MAX)
         finally:
             if subscription is not None:
                 subscription.close()
