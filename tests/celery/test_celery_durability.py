@@ -30,11 +30,12 @@ def run_calls(graph: CompiledGraph, name: str, thread: str, mode: str) -> dict[s
     stored history (step, node, next, state), oldest first."""
     config = RunnableConfig(thread_id=thread, durability=mode)  # type: ignore[arg-type]
     outcomes: list[Any] = []
+    outputs: list[Any] = []
     for graph_input, _ in SCENARIOS[name].calls:
         stream = graph.stream(graph_input, config)
         try:
-            for _ in stream:
-                pass
+            for output in stream:
+                outputs.append((output.node, dict(output.state.data)))
         except GraphError as error:
             outcomes.append(type(error).__name__)
             continue
@@ -46,6 +47,7 @@ def run_calls(graph: CompiledGraph, name: str, thread: str, mode: str) -> dict[s
     history = graph.get_state_history(config)
     return {
         "outcomes": outcomes,
+        "outputs": outputs,
         "state": dict(graph.get_state(config).state.data),
         "history": [(s.step, s.node, s.next, dict(s.state.data)) for s in reversed(history)],
         "parents": [
@@ -67,6 +69,8 @@ def test_exit_ends_alike_and_stores_a_part_of_what_sync_stores(
     remote = run_calls(celery_stack.graph(f"parity-{name}"), name, thread, "exit")
 
     assert remote["outcomes"] == expected["outcomes"]
+    # every step streamed, the carried ones too (published by the worker as it carries them)
+    assert remote["outputs"] == expected["outputs"]
     assert remote["state"] == expected["state"]
     # every checkpoint stored is one "sync" stores too (same step, node, next and state), in
     # the same order, the first and the last among them; each one's parent is stored
@@ -207,6 +211,7 @@ def test_async_ends_alike_and_stores_every_step_sync_stores(
     expected = run_calls(local, name, thread, "sync")
     remote = run_calls(celery_stack.graph(f"parity-{name}"), name, thread, "async")
     assert remote["outcomes"] == expected["outcomes"]
+    assert remote["outputs"] == expected["outputs"]
     assert remote["state"] == expected["state"]
     assert remote["history"] == expected["history"]
     # stored in order: each checkpoint's parent is the one stored before it

@@ -32,12 +32,16 @@ def trace(outputs: list[NodeOutput]) -> list[tuple[str, Any]]:
     return [(o.node, o.chunk if isinstance(o, StreamingOutput) else None) for o in outputs]
 
 
+@pytest.mark.parametrize("durability", ["sync", "exit", "async"])
 def test_stream_yields_chunks_while_the_node_runs_on_a_worker(
-    celery_stack: CeleryStack, thread: str, redis_client: Any
+    celery_stack: CeleryStack, thread: str, redis_client: Any, durability: Any
 ) -> None:
+    """In every durability mode: with "exit" the steps carried in the result backend (not
+    stored) reach the client too, as the worker publishes them."""
     graph = celery_stack.graph("streaming")
     outputs: list[NodeOutput] = []
-    stream = graph.stream({"thread": thread, "tokens": TOKENS}, RunnableConfig(thread_id=thread))
+    config = RunnableConfig(thread_id=thread, durability=durability)
+    stream = graph.stream({"thread": thread, "tokens": TOKENS}, config)
     for output in stream:
         if isinstance(output, StreamingOutput) and output.chunk == "a":
             redis_client.set(f"ack:{thread}", 1)  # the node waits for this after its first token
@@ -56,6 +60,8 @@ def test_stream_yields_chunks_while_the_node_runs_on_a_worker(
     ]
     chunk = outputs[2]
     assert chunk.state.data["tokens"] == TOKENS  # the state the node was called with
+    assert outputs[5].state.data["log"] == ["llm"]  # llm's step (carried with "exit")
+    assert outputs[6].state.data["log"] == ["llm"]  # the state tail was called with
     final = stream.result.as_state_data()
     assert final["live"] is True  # the client had the first token while the node ran
     assert final["log"] == ["llm", "tail"]
@@ -64,15 +70,17 @@ def test_stream_yields_chunks_while_the_node_runs_on_a_worker(
     assert "'t1'" not in stored and "'start'" not in stored
 
 
+@pytest.mark.parametrize("durability", ["sync", "exit"])
 def test_every_follower_of_a_run_gets_its_chunks_once_in_order(
-    celery_stack: CeleryStack, thread: str, redis_client: Any
+    celery_stack: CeleryStack, thread: str, redis_client: Any, durability: Any
 ) -> None:
     graph = celery_stack.graph("streaming")
     # llm waits at its gate: chunks are not stored (SPEC §9), so a follower gets those published
     # after it attached; both attach before llm streams anything, then the gate opens
     redis_client.set(f"hold:{thread}:llm", 1)
     try:
-        handle = graph.start({"thread": thread, "tokens": TOKENS}, RunnableConfig(thread_id=thread))
+        config = RunnableConfig(thread_id=thread, durability=durability)
+        handle = graph.start({"thread": thread, "tokens": TOKENS}, config)
         channel = run_outputs_channel(handle.run_id)
         followers: list[list[NodeOutput]] = [[], []]
         errors: list[BaseException] = []

@@ -9,6 +9,7 @@ for and cancels a run through it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -200,7 +201,8 @@ class Follower:
                 steps,
             )
         loop = asyncio.get_running_loop()
-        seen = checkpoint
+        seen = checkpoint  # the last step yielded (with "exit", maybe one carried, not stored)
+        stored = checkpoint  # the last checkpoint read from the store
         delay = POLL_MIN
         deadline = None if timeout is None else time.monotonic() + timeout
         relay = None
@@ -223,10 +225,11 @@ class Follower:
                         f"thread {checkpoint.thread_id!r} was released or deleted"
                     )
                 synced = False  # (everything published before this read is in)
-                if latest.checkpoint_id != seen.checkpoint_id:
+                step_outputs = functools.partial(self._outputs, config=config)
+                if latest.checkpoint_id != stored.checkpoint_id:
                     if steps:
                         since = await _sync.blocking(
-                            _store, self._since, latest, seen.checkpoint_id
+                            _store, self._since, latest, stored.checkpoint_id
                         )
                         if relay is not None and subscription is not None:
                             # what the steps' nodes streamed was published before the steps
@@ -235,17 +238,24 @@ class Follower:
                             synced = True
                             messages, _ = subscription.take_outputs()
                             outputs = await _sync.blocking(
-                                relay.stepped,
-                                messages,
-                                seen,
-                                since,
-                                lambda step: self._outputs(step, config),
+                                relay.stepped, messages, seen, since, step_outputs
                             )
                         else:
                             outputs = [o for step in since for o in self._outputs(step, config)]
                         for output in outputs:
                             yield output
-                    seen = latest
+                    # (a stored copy of a step carried before is not yielded again)
+                    reached = relay.reached if relay is not None and steps else None
+                    seen, stored = reached or latest, latest
+                    delay = POLL_MIN
+                elif relay is not None and subscription is not None and relay.carried_after(seen):
+                    # ("exit") steps carried in the result backend, not stored: yielded as
+                    # the worker published them, in order, with what their nodes streamed
+                    messages, _ = subscription.take_outputs()
+                    outputs = await _sync.blocking(relay.stepped, messages, seen, (), step_outputs)
+                    for output in outputs:
+                        yield output
+                    seen = relay.reached or seen
                     delay = POLL_MIN
                 status = status_of(view)
                 if status.terminal and relay is not None and subscription is not None:

@@ -24,6 +24,11 @@ order above holds) and, as its ``source``, the child's graph, thread, checkpoint
 follower reads that checkpoint to yield the child's outputs with the child's node ids and
 state, as in process.
 
+A step of a ``durability="exit"`` run carried in the result backend (``worker/carry.py``) is not
+in the store: the task that carries it publishes it on the run's channel (a ``carried`` message,
+the checkpoint itself, before the next step's task is sent), and the follower takes it as a step
+read from the store (:meth:`Relay.carried_after`), in the same order.
+
 Outputs are never stored: a client that attaches late gets the steps from the store, and what
 was published before it subscribed is gone.  They travel on Redis only (the app's result
 backend, else its broker, when it is Redis): with another transport (``memory://``, RabbitMQ
