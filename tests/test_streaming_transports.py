@@ -69,3 +69,33 @@ def test_without_redis_a_follower_gets_the_steps_and_no_chunk(graph: Any) -> Non
     assert not any(isinstance(o, StreamingOutput) for o in outputs)
     assert [o.node for o in outputs] == [START, "talk", END]
     assert outputs[-1].state.data == {"log": ["talk"]}
+
+
+def test_an_embedded_worker_leaves_this_process_free_to_wait_on_results() -> None:
+    """A worker's pool marks its process as one whose tasks must not wait on results; the
+    process running an embedded worker is a client too: ``result.get()`` still works in it
+    while the worker runs (Celery's in-memory result backend, the embedded worker's tasks)."""
+    name = f"joins-{uuid.uuid4().hex[:8]}"
+    app = Celery(name, broker="memory://", backend="cache+memory://", set_as_current=False)
+    app.conf.task_default_queue = name
+
+    @app.task(name=f"{name}.echo", shared=False)
+    def echo(value: int) -> int:
+        return value
+
+    compiled = (
+        StateGraph({"log": Channels.appender()})
+        .add_node("talk", talk)
+        .add_edge(START, "talk")
+        .add_edge("talk", END)
+        .compile(
+            CompileConfig(
+                checkpoint_saver=MemorySaver(), executor=CeleryExecutor(app), graph_id=name
+            )
+        )
+    )
+    worker = embedded_worker_for(compiled)
+    assert worker is not None
+    with worker:
+        assert echo.delay(7).get(timeout=10) == 7
+        assert compiled.invoke({}, RunnableConfig(thread_id="t")).data == {"log": ["talk"]}

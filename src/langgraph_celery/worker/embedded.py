@@ -21,6 +21,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from celery import _state
 from celery.bootsteps import RUN
 from celery.exceptions import WorkerShutdown
 from celery.utils.nodenames import anon_nodename
@@ -156,6 +157,10 @@ class EmbeddedWorker:
             options.setdefault("polling_interval", MEMORY_POLLING_INTERVAL)
             app.conf.broker_transport_options = options
         app.finalize(auto=True)
+        # A worker's pool marks the whole process as one whose tasks must not wait on results
+        # (``result.get()`` then raises); this process is a client as well, so the mark is put
+        # back once the worker runs, as Celery's own test worker does.
+        joins_block = _state.task_join_will_block()
         controller = _Controller(
             app=app,
             hostname=anon_nodename(hostname="embedded"),
@@ -185,6 +190,7 @@ class EmbeddedWorker:
                 raise EmbeddedWorkerError(
                     f"the embedded worker did not start within {self.start_timeout} s"
                 )
+        _state._set_task_join_will_block(joins_block)
         return self
 
     def _run(self, controller: _Controller) -> None:
