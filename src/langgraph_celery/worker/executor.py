@@ -53,7 +53,7 @@ _REGISTRY_ATTR = "_langgraph_celery_runtimes"
 #: A task whose checkpoint store is unreachable (a connection killed, a failover) runs again:
 #: nothing it applied would be applied twice.  Celery's own retries do it, with exponential
 #: backoff and jitter (up to 10 s apart, 20 times); the client's calls have their policy in
-#: ``worker/client.py``.
+#: ``worker/_store_calls.py``.
 _STORE_RETRY: dict[str, Any] = {
     "autoretry_for": (OperationalError, InterfaceError),
     "retry_backoff": 1,
