@@ -200,6 +200,17 @@ class ServiceProcess:
         if self.alive():
             self.process.send_signal(signal.SIGTERM)
 
+    def kill(self) -> None:
+        """SIGKILL to the process group (the process and its pool) at once, then reap it: how
+        a fixture ends a service whose test is over (a warm shutdown of a prefork worker takes
+        about 2 s on Redis and 5 s on RabbitMQ, and nothing is left to check in it)."""
+        try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+        finally:
+            self._log.close()
+
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM (warm shutdown), then SIGKILL to the process group after ``grace`` s."""
         try:
@@ -433,11 +444,10 @@ class CeleryStack(BundleAccess):
         wait_until_quiet(self.app, settings["LGC_BROKER_URL"], queues, len(self.workers), timeout)
 
     def close(self) -> None:
-        processes = [*self.others, *self.workers.values()]
-        for process in processes:  # all shut down at once, then each is waited for
-            process.terminate()
-        for process in processes:
-            process.stop()
+        """End the stack at the end of its module: its processes are killed (the tests that
+        need a warm shutdown ask for one themselves)."""
+        for process in [*self.others, *self.workers.values()]:
+            process.kill()
         self.workers.clear()
         self.others.clear()
         if self.bundle is not None:

@@ -81,7 +81,7 @@ def test_the_agent_on_a_celery_worker(
         _, graph = agent.celery_graph(redis_url, database)
         chunks = _chunks(agent, graph, "Is the weather nice?")
     finally:
-        worker.stop()
+        worker.kill()
     assert "[tool] {'tool': 'weather', 'status': 'done'}" in printed
     assert "The forecast says light rain, 12 °C. Take a coat if you go out.\n" in printed
     assert "messages: ['route: tool', 'tool: weather', 'answer']" in printed

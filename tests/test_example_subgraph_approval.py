@@ -134,7 +134,7 @@ def test_the_agent_on_a_celery_worker_is_resumed_by_another_process(
         )
         log = worker.log()
     finally:
-        worker.stop()
+        worker.kill()
     amount = parked["amount"]
     assert f"thread {thread}: completed\noutcome: refunded {amount} EUR" in printed
     assert f"messages: ['plan: refund {amount} EUR', 'draft', 'review: approve', 'act']" in printed

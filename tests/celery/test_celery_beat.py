@@ -224,12 +224,16 @@ class Consuming:
     def __init__(self, stack: BeatStack) -> None:
         self.stack = stack
 
+    # (``limit``: the broadcast returns once every worker replied, not after its 1 s timeout)
+
     def __enter__(self) -> None:
-        replies = self.stack.app.control.add_consumer(self.stack.held_queue, reply=True)
+        control, workers = self.stack.app.control, len(self.stack.workers)
+        replies = control.add_consumer(self.stack.held_queue, reply=True, limit=workers)
         assert replies, "no worker answered add_consumer"
 
     def __exit__(self, *exc: object) -> None:
-        self.stack.app.control.cancel_consumer(self.stack.held_queue, reply=True)
+        workers = len(self.stack.workers)
+        self.stack.app.control.cancel_consumer(self.stack.held_queue, reply=True, limit=workers)
 
 
 def wait_parked_at(saver: BaseCheckpointSaver, thread: str, next_: tuple[str, ...]) -> Checkpoint:

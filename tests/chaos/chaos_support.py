@@ -84,10 +84,8 @@ class ChaosStack(BundleAccess):
         return text
 
     def close(self) -> None:
-        for worker in self.workers:
-            worker.terminate()
-        for worker in self.workers:
-            worker.stop()
+        for worker in self.workers:  # the module is over: nothing to drain (see kill())
+            worker.kill()
         self.workers.clear()
         if self.bundle is not None:
             self.bundle.close()

@@ -162,6 +162,6 @@ class FuzzStack(BundleAccess):
 
     def close(self) -> None:
         for process in [*self.extra, *([self.worker] if self.worker else [])]:
-            process.stop()
+            process.kill()  # the session is over: nothing to drain (see ServiceProcess.kill)
         if self.bundle is not None:
             self.bundle.close()
