@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
 from celery.result import AsyncResult
 from lgc_subgraphs import sub_nested, sub_streaming
 
@@ -233,19 +234,21 @@ def streamed(outputs: list[NodeOutput]) -> list[tuple[str, str, Any, Any, Any]]:
     ]
 
 
+@pytest.mark.parametrize("durability", ["sync", "exit", "async"])
 def test_a_child_runs_outputs_stream_to_the_parents_clients_as_in_process(
-    celery_stack: CeleryStack, thread: str
+    celery_stack: CeleryStack, thread: str, durability: Any
 ) -> None:
     """The child's and the grandchild's node outputs and chunks reach the clients streaming the
     root run (``stream()``; ``RunHandle.stream()`` follows the same way), in order, each once,
-    with the child's node ids and state: as in process."""
+    with the child's node ids and state: as in process, in every durability mode (with "exit"
+    a step that starts a child run, and the child's steps, are stored, not carried)."""
     graph = celery_stack.graph("sub-streaming")
     local = sub_streaming().compile(
         CompileConfig(checkpoint_saver=MemorySaver(), graph_id="sub-streaming")
     )
     for mode in (StreamMode.VALUES, StreamMode.UPDATES):
         run = f"{thread}-{mode.value}"
-        config = RunnableConfig(thread_id=run, stream_mode=mode)
+        config = RunnableConfig(thread_id=run, stream_mode=mode, durability=durability)
         expected = streamed(list(local.stream({"thread": run}, config)))
         assert ("StreamingOutput", "i1", "i1-1", ["[top]", "[o1]"], None) in expected
         assert [e[1] for e in expected if e[0] == "NodeOutput"] == [

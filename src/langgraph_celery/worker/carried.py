@@ -20,11 +20,11 @@ from langgraph_celery.errors import CheckpointConflictError, GraphError
 from langgraph_celery.graph import _loop
 from langgraph_celery.graph._loop import Decision, Extra, Parking
 from langgraph_celery.graph.config import RunnableConfig
-from langgraph_celery.worker import names
+from langgraph_celery.worker import names, subgraphs
 from langgraph_celery.worker.carry import Carried, carried_id
 from langgraph_celery.worker.envelope import TaskEnvelope
 from langgraph_celery.worker.results import TaskResult, TaskStatus
-from langgraph_celery.worker.streaming import carried_step
+from langgraph_celery.worker.streaming import carried_step, publish_step
 
 if TYPE_CHECKING:
     from langgraph_celery.worker.runtime import GraphRuntime
@@ -141,6 +141,13 @@ async def commit_carried(
     goes_on = decision is not None and _loop.keeps_unstored(
         config.durability, decision, fan_out=False
     )
+    if not _loop.stores_behind(config.durability) and (
+        Extra.PARENT in at.extra or any(t.node in runtime.children for t in at.tasks)
+    ):
+        # ("exit") a compiled subgraph's child run stores its steps (the root run's clients
+        # read them in the store: worker/streaming.py), and a step that starts a child run is
+        # stored (the child's end commits it there)
+        goes_on = False
     if _loop.stores_behind(config.durability):
         ahead = Carried(at, checkpoint.checkpoint_id, carried.watched_at) if goes_on else None
         with fails_here():  # (the next state refused by the serializer: nothing was put)
@@ -181,6 +188,10 @@ async def commit_carried(
         )
     if stored is None or stored.checkpoint_id != at.checkpoint_id:
         return TaskResult(TaskStatus.MERGED_ELSEWHERE)
+    root = subgraphs.stream_root(stored)
+    if root is not None and stored.kind is CheckpointKind.LOOP:
+        # a child run's step: its node outputs go to the root run's clients first
+        publish_step(runtime.executor.notifier, root, runtime.graph_id, stored)
     if result.interruption is not None or decision is None:
         interruption = result.interruption
         assert interruption is not None
