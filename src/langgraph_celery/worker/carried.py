@@ -183,11 +183,13 @@ async def commit_carried(
     # (async: the step's own checkpoint is stored now)
     stored_id = checkpoint.checkpoint_id if _loop.stores_behind(config.durability) else None
     with fails_here():
-        stored = materialize(
-            runtime, Carried(at, stored_id or carried.stored_id, carried.watched_at), put=False
-        )
-    if stored is None or stored.checkpoint_id != at.checkpoint_id:
-        return TaskResult(TaskStatus.MERGED_ELSEWHERE)
+        try:
+            stored = runtime.store_step(_loop.rebased(at, stored_id or carried.stored_id))
+        except CheckpointConflictError:
+            # another task of the step (the last two of a step of several may both see every
+            # update in) or another copy of this one stored it, and goes on from it: as in
+            # "sync", this one stops here (else the next step's tasks would be sent twice)
+            return TaskResult(TaskStatus.MERGED_ELSEWHERE)
     root = subgraphs.stream_root(stored)
     if root is not None and stored.kind is CheckpointKind.LOOP:
         # a child run's step: its node outputs go to the root run's clients first
