@@ -174,8 +174,13 @@ async def commit_carried(
         announce = None
         if Extra.PARENT not in at.extra and runtime.executor.notifier.can_publish():
             announce = carried_step(at)
+        sending = runtime.executor.stalled_after
         with fails_here():
-            runtime.carrier.put(Carried(at, carried.stored_id, watched_at), forget, announce)
+            first = runtime.carrier.put(
+                Carried(at, carried.stored_id, watched_at), forget, announce, sending
+            )
+        if not first:  # another task that committed the step sends the next one
+            return TaskResult(TaskStatus.MERGED_ELSEWHERE)
         runtime.send(at, carried=True)
         return TaskResult(
             TaskStatus.CARRIED, checkpoint_id=at.checkpoint_id, step=at.step, next=at.next
@@ -239,12 +244,16 @@ def _own_stored(
     round trip).  The task that carried the step's checkpoint signs when it has stored it;
     without the sign (its store is in flight, or its task died) it is stored here, from the
     carried copy (the compare-and-set keeps one).  Whether it is stored (False if another copy
-    of the run stored another checkpoint at its step: that one goes on), and where a client
+    of the run stored another checkpoint at its step, or another task of a step of several,
+    which all may commit it, put the next one first: that one goes on), and where a client
     cancelled the run (there or at its parent) if it did since this task read it."""
     own = carried.checkpoint
     if own.checkpoint_id == carried.stored_id:  # read from the store, or a run's first
         if ahead is not None:
-            runtime.carrier.put(ahead, own.checkpoint_id if kept else None)
+            forget = own.checkpoint_id if kept else None
+            sending = runtime.executor.stalled_after
+            if not runtime.carrier.put(ahead, forget, sending=sending):
+                return False, None  # another task that committed the step goes on
         elif kept:
             runtime.carrier.forget(own.checkpoint_id)
         return True, None

@@ -52,6 +52,7 @@ HEADER = names.CARRIED_HEADER
 _KEY = names.CARRIED_KEY
 _CANCEL = names.CANCELLED_KEY
 _STORED = names.STORED_KEY
+_SENDING = names.SENDING_KEY
 
 
 def carried_id(parent_id: str) -> str:
@@ -114,14 +115,18 @@ class Carrier:
         carried: Carried,
         forget: str | None = None,
         announce: Callable[[str], tuple[str, str]] | None = None,
-    ) -> int:
+        sending: float | None = None,
+    ) -> bool:
         """Store ``carried`` (and remove the carried checkpoint ``forget``, the step it was
         computed from); with ``announce``, also publish ``announce(data)`` (a channel and a
-        message, made of what is stored) in the same round trip; the size of what was stored
-        (bytes)."""
+        message, made of what is stored) in the same round trip.  With ``sending`` (seconds),
+        also take the right to send the carried step's tasks for that long (of the tasks of a
+        step of several, which may all commit it to the same checkpoint, one sends): whether
+        this call took it (always true without ``sending``, or with a backend other than
+        Redis)."""
+        checkpoint_id = carried.checkpoint.checkpoint_id
         data = self._dump(carried)
-        self._set(_KEY + carried.checkpoint.checkpoint_id, data, forget, announce)
-        return len(data)
+        return self._set(_KEY + checkpoint_id, data, forget, announce, sending, checkpoint_id)
 
     def _dump(self, carried: Carried) -> str:
         checkpoint = carried.checkpoint
@@ -232,24 +237,30 @@ class Carrier:
         value: str,
         forget: str | None = None,
         announce: Callable[[str], tuple[str, str]] | None = None,
-    ) -> None:
+        sending: float | None = None,
+        checkpoint_id: str = "",
+    ) -> bool:
         """Set ``key`` (expiring as the backend's results do), remove the carried checkpoint
-        ``forget`` and publish ``announce(value)``: on Redis in one round trip, without the
-        publication Celery's ``set`` adds (with another backend, nothing is published)."""
+        ``forget``, publish ``announce(value)`` and take the right to send ``checkpoint_id``'s
+        tasks (see :meth:`put`): on Redis in one round trip, without the publication Celery's
+        ``set`` adds (with another backend, nothing is published nor taken)."""
         backend = self.app.backend
         client: Any = getattr(backend, "client", None)
         if not callable(getattr(client, "pipeline", None)):
             backend.set(key, value)
             if forget is not None:
                 self.forget(forget)
-            return
+            return True
         with client.pipeline() as pipe:
+            if sending is not None:
+                pipe.set(_SENDING + checkpoint_id, "1", nx=True, ex=max(1, int(sending)))
             pipe.set(key, value, ex=self._expires())
             if forget is not None:
                 pipe.delete(_KEY + forget, _STORED + forget)
             if announce is not None:
                 pipe.publish(*announce(value))
-            pipe.execute()
+            done = pipe.execute()
+        return sending is None or bool(done[0])
 
     def _expires(self) -> int | None:
         expires = int(getattr(self.app.backend, "expires", 0) or 0)

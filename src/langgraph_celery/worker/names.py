@@ -49,6 +49,9 @@ expire with the app's ``result_expires``)
     that carried it stored it behind its step; removed by that step's task as it reads it.
     ``lgc:cancelled:<run_id>``  the id of the stored checkpoint at which a client cancelled the
     run: its carried steps stop there.
+    ``lgc:sending:<checkpoint_id>``  the task that carries a checkpoint and sends its step's tasks
+    (of the tasks of a step of several that may all commit it, the first); expires after the
+    executor's ``stalled_after``, when the reaper may send the step again.
 
 Message headers
     ``lgc_carried``  (true) on a node task whose step's checkpoint is carried in the result
@@ -80,6 +83,7 @@ __all__ = [
     "INTERRUPT",
     "REAP_TASK",
     "RESUME_TASK",
+    "SENDING_KEY",
     "STALL_TIMER",
     "START_TASK",
     "STORED_KEY",
@@ -98,6 +102,7 @@ CARRIED_HEADER = "lgc_carried"
 CARRIED_KEY = "lgc:carried:"
 CANCELLED_KEY = "lgc:cancelled:"
 STORED_KEY = "lgc:stored:"
+SENDING_KEY = "lgc:sending:"
 DEADLINE_TIMER = "deadline"
 _NODE_PREFIX = "langgraph_celery.node."
 
