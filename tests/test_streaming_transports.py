@@ -38,23 +38,26 @@ def talk(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     return {"tokens": tokens()}
 
 
-@pytest.fixture
-def graph() -> Iterator[Any]:
-    app = Celery(f"transports-{uuid.uuid4().hex[:8]}", broker="memory://", set_as_current=False)
-    app.conf.task_default_queue = f"transports-{uuid.uuid4().hex[:8]}"
-    compiled = (
+def talking(app: Celery, graph_id: str) -> Any:
+    """START -> talk -> END, compiled to run on ``app``."""
+    return (
         StateGraph({"log": Channels.appender()})
         .add_node("talk", talk)
         .add_edge(START, "talk")
         .add_edge("talk", END)
         .compile(
             CompileConfig(
-                checkpoint_saver=MemorySaver(),
-                executor=CeleryExecutor(app),
-                graph_id=f"transports-{uuid.uuid4().hex[:8]}",
+                checkpoint_saver=MemorySaver(), executor=CeleryExecutor(app), graph_id=graph_id
             )
         )
     )
+
+
+@pytest.fixture
+def graph() -> Iterator[Any]:
+    app = Celery(f"transports-{uuid.uuid4().hex[:8]}", broker="memory://", set_as_current=False)
+    app.conf.task_default_queue = f"transports-{uuid.uuid4().hex[:8]}"
+    compiled = talking(app, f"transports-{uuid.uuid4().hex[:8]}")
     worker = embedded_worker_for(compiled)
     assert worker is not None
     worker.start()
@@ -83,17 +86,7 @@ def test_an_embedded_worker_leaves_this_process_free_to_wait_on_results() -> Non
     def echo(value: int) -> int:
         return value
 
-    compiled = (
-        StateGraph({"log": Channels.appender()})
-        .add_node("talk", talk)
-        .add_edge(START, "talk")
-        .add_edge("talk", END)
-        .compile(
-            CompileConfig(
-                checkpoint_saver=MemorySaver(), executor=CeleryExecutor(app), graph_id=name
-            )
-        )
-    )
+    compiled = talking(app, name)
     worker = embedded_worker_for(compiled)
     assert worker is not None
     with worker:
