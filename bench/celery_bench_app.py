@@ -325,6 +325,8 @@ class _Collector:
             "bench.noop",
             "bench.noop_default",
             "bench.floor_step",
+            "bench.floor_carry",
+            "bench.floor_end",
             "langgraph_celery.resume",
         ):
             return task_name

@@ -266,6 +266,10 @@ async def run_local(
                 return
             finally:
                 outcome.step = None
+            # what the step's tasks streamed last (a compiled child's last outputs among it)
+            # comes before whatever ends the step: a failure as much as its outputs
+            for chunk in _taken(chunks):
+                yield chunk
             updates = step.marks.updates
             if step.cancelled:  # a subgraph's child run stopped with this run's cancel
                 await _keep_writes(engine, checkpoint, step.ran, updates)
