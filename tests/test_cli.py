@@ -12,8 +12,10 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -291,6 +293,36 @@ def test_demo_on_redis_runs_every_node_on_a_celery_worker_process(
     worker_log = (tmp_path / "worker.log").read_text()
     for node in ("draft", "approve", "send"):
         assert f"langgraph_celery.node.langgraph-celery-demo.{node}[" in worker_log, worker_log
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_an_unreachable_broker_is_named_at_once_and_nothing_is_stored(db: str) -> None:
+    port = _free_port()
+    started = time.monotonic()
+    result = cli(
+        "demo", "--broker", f"redis://:s3cret@127.0.0.1:{port}/0", "--db", db, "--thread", "t"
+    )
+    assert time.monotonic() - started < 15  # (Celery's own retries take about 20 s)
+    assert result.returncode == 2, result.stderr
+    assert f"cannot reach the Celery broker at redis://:**@127.0.0.1:{port}/0" in result.stderr
+    assert "s3cret" not in result.stderr + result.stdout
+    assert "run: " not in result.stdout
+    state = cli("state", DEMO, "--thread", "t", "--db", db)
+    assert "thread 't' has no checkpoint" in state.stderr  # (nothing was stored)
+
+
+def test_an_unreachable_result_backend_is_named_at_once(demo_redis: str, db: str) -> None:
+    port = _free_port()
+    backend = f"redis://127.0.0.1:{port}/0"
+    result = cli("demo", "--broker", demo_redis, "--result-backend", backend, "--db", db)
+    assert result.returncode == 2, result.stderr
+    assert f"cannot reach the Celery result backend at {backend}" in result.stderr
 
 
 # -- deployment files ---------------------------------------------------------------------------

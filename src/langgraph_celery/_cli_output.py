@@ -26,6 +26,7 @@ __all__ = [
     "ENV_VARIABLES",
     "JSON_HELP",
     "PROG",
+    "check_reachable",
     "environment_flags",
     "follow",
     "resume_command",
@@ -201,6 +202,40 @@ def _resumed_run(graph: CompiledGraph, graph_input: Any, thread_id: str | None) 
     return latest.run_id if latest is not None and has_pending(latest) else None
 
 
+#: Seconds the CLI gives the broker and the result backend to answer before it says which one
+#: it cannot reach (Celery's own retries would take about 20 s before a vaguer error).
+REACH_TIMEOUT = 5.0
+
+
+def check_reachable(app: Any) -> None:
+    """Refuse at once, naming it (password masked), a Celery broker or result backend this
+    process cannot reach: a wrong host or port, a server that is down, a refused password."""
+    from langgraph_celery._cli_input import UsageError
+
+    broker = masked(str(app.conf.broker_url or ""))
+    try:
+        with app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1, interval_start=0, timeout=REACH_TIMEOUT)
+    except Exception as error:
+        raise UsageError(
+            f"cannot reach the Celery broker at {broker} ({type(error).__name__}: {error}); "
+            "check that it runs and that its URL (host, port, user, password) is right: "
+            "--broker (LGC_BROKER_URL), or the app's configuration"
+        ) from None
+    client = getattr(app.backend, "client", None)
+    if not callable(getattr(client, "ping", None)):
+        return  # (a backend with no connection to check: the database's is checked on use)
+    try:
+        client.ping()
+    except Exception as error:
+        backend = masked(str(app.conf.result_backend or ""))
+        raise UsageError(
+            f"cannot reach the Celery result backend at {backend} ({type(error).__name__}: "
+            f"{error}); check that it runs and that its URL (host, port, user, password) is "
+            "right: --result-backend (LGC_RESULT_BACKEND), or the app's configuration"
+        ) from None
+
+
 def follow(
     graph: CompiledGraph,
     graph_input: Any,
@@ -230,6 +265,8 @@ def follow(
         why = source.why_waiting(latest) if hasattr(source, "why_waiting") else ""
         return f"{why}; a worker for it: {worker_command(target.partition(':')[0])}"
 
+    if on_celery and worker is None:
+        check_reachable(graph.config.executor.app)
     hint = _WaitHint(why_waiting if on_celery and worker is None else None)
     # A resume continues the run of the thread's latest checkpoint: its id is known at once.
     run_id = _resumed_run(graph, graph_input, thread_id)
