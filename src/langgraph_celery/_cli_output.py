@@ -222,11 +222,11 @@ def check_reachable(app: Any) -> None:
             "check that it runs and that its URL (host, port, user, password) is right: "
             "--broker (LGC_BROKER_URL), or the app's configuration"
         ) from None
-    client = getattr(app.backend, "client", None)
-    if not callable(getattr(client, "ping", None)):
+    ping = getattr(getattr(app.backend, "client", None), "ping", None)
+    if not callable(ping):
         return  # (a backend with no connection to check: the database's is checked on use)
     try:
-        client.ping()
+        ping()
     except Exception as error:
         backend = masked(str(app.conf.result_backend or ""))
         raise UsageError(
