@@ -39,20 +39,15 @@ __all__ = [
 ]
 
 
-def carry_first(runtime: GraphRuntime, checkpoint: Checkpoint, decision: Decision) -> bool | str:
-    """With durability "exit", carry a new run's first checkpoint (stored) to its first task
-    too, for it to read there (no read of the store): in the task's message when it is small
-    (the message header's value, returned), else put in the result backend (``True``);
-    ``False`` if it is not carried.  Not a resume's or a fork's: their tasks find the updates
-    carried over in the store."""
+def carry_first(runtime: GraphRuntime, checkpoint: Checkpoint, decision: Decision) -> bool:
+    """With durability "exit", put a new run's first checkpoint (stored) in the result
+    backend too, for its first task to read there (no read of the store); whether it did.
+    Not a resume's or a fork's: their tasks find the updates carried over in the store."""
     if checkpoint.kind is not CheckpointKind.INPUT:
         return False
     if not _loop.keeps_unstored(runtime.config_of(checkpoint).durability, decision, fan_out=False):
         return False
     stored = Carried(checkpoint, checkpoint.checkpoint_id, checkpoint.created_at)
-    in_message = runtime.carrier.in_message(stored)
-    if in_message is not None:
-        return in_message
     runtime.carrier.put(stored)
     return True
 
@@ -64,7 +59,7 @@ def materialize(runtime: GraphRuntime, carried: Carried, put: bool = True) -> Ch
     ``None`` if another copy of the run stored another checkpoint at its step (it goes on,
     this one stops)."""
     if carried.checkpoint.checkpoint_id == carried.stored_id:
-        if put and carried.in_backend:  # (a run's first, stored, carried to its task as well)
+        if put:  # (a run's first checkpoint, stored, carried to its first task as well)
             runtime.carrier.forget(carried.stored_id)
         return carried.checkpoint
     checkpoint = _loop.rebased(carried.checkpoint, carried.stored_id)
@@ -107,19 +102,13 @@ def stored_view(runtime: GraphRuntime, envelope: TaskEnvelope) -> CheckpointView
 
 
 def carried_view(
-    runtime: GraphRuntime, envelope: TaskEnvelope, redelivered: bool, in_message: str | None
+    runtime: GraphRuntime, envelope: TaskEnvelope, redelivered: bool
 ) -> tuple[CheckpointView, Carried | None]:
     """What a node task whose step's checkpoint is carried runs from: the carried checkpoint
     (with no writes: its step has one task), or, stored first, the stored one when the run
     was cancelled meanwhile or the message comes again (its worker died): from there the
-    step goes as in "sync".  The store's view when nothing is carried (stored already).
-    ``in_message``: the checkpoint as the task's message carried it (a run's first), if it
-    did (see ``worker/carry.py``)."""
-    carried: Carried | None
-    if in_message is not None:
-        carried, cancelled = runtime.carrier.from_message(in_message, envelope.run_id)
-    else:
-        carried, cancelled = runtime.carrier.get(envelope.checkpoint_id, envelope.run_id)
+    step goes as in "sync".  The store's view when nothing is carried (stored already)."""
+    carried, cancelled = runtime.carrier.get(envelope.checkpoint_id, envelope.run_id)
     if carried is not None:
         if not redelivered and not cancelled:
             return CheckpointView(carried.checkpoint), carried

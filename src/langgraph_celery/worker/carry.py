@@ -20,13 +20,6 @@ run marks its last stored checkpoint, as always, and leaves a sign in the backen
 (``lgc:cancelled:<run_id>``) that the next carried step reads with its checkpoint, in the same
 round trip: that step stores its checkpoint and stops there.  Keys: ``worker/names.py``.
 
-A new run's first checkpoint is stored by the client, and carried to the first task too: in
-the task's message itself (the header's value) when it is small (at most
-:data:`IN_MESSAGE_BYTES` as JSON), else in the result backend; either way the task reads
-the cancel sign in one round trip (:meth:`Carrier.from_message`, :meth:`Carrier.get`).  A worker
-of an earlier version that finds a value other than ``True`` in the header reads the store,
-where the first checkpoint is.
-
 A client streaming the run gets its carried steps too: the task that puts one also publishes it
 on the run's outputs channel, in the same round trip (``worker/streaming.py``).
 
@@ -41,7 +34,6 @@ flight at a time, and a checkpoint is never stored before its parent.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -53,15 +45,7 @@ from langgraph_celery.errors import GraphStateError, SerializationError
 from langgraph_celery.serde import JsonSerializer
 from langgraph_celery.worker import names
 
-__all__ = [
-    "HEADER",
-    "IN_MESSAGE_BYTES",
-    "Carried",
-    "Carrier",
-    "carried_id",
-    "carried_of",
-    "check_backend",
-]
+__all__ = ["HEADER", "Carried", "Carrier", "carried_id", "carried_of", "check_backend"]
 
 #: The message header of a node task whose step's checkpoint is carried (not in the store).
 HEADER = names.CARRIED_HEADER
@@ -69,9 +53,6 @@ _KEY = names.CARRIED_KEY
 _CANCEL = names.CANCELLED_KEY
 _STORED = names.STORED_KEY
 _SENDING = names.SENDING_KEY
-#: The largest first checkpoint (its JSON) carried in its task's message rather than in the
-#: result backend: a broker message stays small, and a small one saves the client a round trip.
-IN_MESSAGE_BYTES = 8192
 
 
 def carried_id(parent_id: str) -> str:
@@ -84,13 +65,11 @@ def carried_id(parent_id: str) -> str:
 class Carried:
     """A checkpoint in the result backend: ``stored_id`` is the run's last stored checkpoint
     (where a crash restarts it, whose marks tell a cancel); ``watched_at`` when the run's stall
-    timer was last pushed back; ``in_backend``: false for a first checkpoint that came in its
-    task's message (there is nothing to remove from the result backend)."""
+    timer was last pushed back."""
 
     checkpoint: Checkpoint
     stored_id: str
     watched_at: datetime
-    in_backend: bool = True
 
 
 def check_backend(app: Any) -> None:
@@ -123,16 +102,6 @@ def carried_of(data: Mapping[str, Any]) -> Carried:
     return Carried(checkpoint, data["stored_id"], data["watched_at"])
 
 
-def _cancelled(cancelled_at: Any, carried: Carried) -> bool:
-    """Whether a client's cancel sign (its value, as read) stops ``carried``'s run there."""
-    if isinstance(cancelled_at, bytes):
-        cancelled_at = cancelled_at.decode()
-    return cancelled_at is not None and cancelled_at in (
-        carried.stored_id,
-        carried.checkpoint.checkpoint_id,
-    )
-
-
 class Carrier:
     """Puts, reads and removes carried checkpoints in ``app``'s result backend, and the cancel
     signs clients leave there for them (a carried step checks both in one round trip)."""
@@ -158,19 +127,6 @@ class Carrier:
         checkpoint_id = carried.checkpoint.checkpoint_id
         data = self._dump(carried)
         return self._set(_KEY + checkpoint_id, data, forget, announce, sending, checkpoint_id)
-
-    def in_message(self, carried: Carried) -> str | None:
-        """``carried`` as its task's message carries it (see the module's docstring), or
-        ``None`` if it is too big to travel there."""
-        data = self._dump(carried)
-        return data if len(data) <= IN_MESSAGE_BYTES else None
-
-    def from_message(self, data: str, run_id: str) -> tuple[Carried, bool]:
-        """The checkpoint a task's message carried (:meth:`in_message`) and whether the run
-        was cancelled there (one round trip)."""
-        carried = dataclasses.replace(carried_of(self.serializer.loads(data)), in_backend=False)
-        cancelled_at = self.app.backend.get(_CANCEL + run_id)
-        return carried, _cancelled(cancelled_at, carried)
 
     def _dump(self, carried: Carried) -> str:
         checkpoint = carried.checkpoint
@@ -204,7 +160,13 @@ class Carrier:
         if raw is None:
             return None, False
         carried = carried_of(self.serializer.loads(raw.decode() if isinstance(raw, bytes) else raw))
-        return carried, _cancelled(cancelled_at, carried)
+        if isinstance(cancelled_at, bytes):
+            cancelled_at = cancelled_at.decode()
+        cancelled = cancelled_at is not None and cancelled_at in (
+            carried.stored_id,
+            carried.checkpoint.checkpoint_id,
+        )
+        return carried, cancelled
 
     def swap(self, carried: Carried | None, own: Checkpoint) -> tuple[bool, str | None]:
         """(async) Put ``carried`` (if any) and remove the carried checkpoint ``own`` (the step

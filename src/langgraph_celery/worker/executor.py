@@ -313,9 +313,7 @@ class CeleryExecutor:
 
             request = task.request
             redelivered = bool((request.delivery_info or {}).get("redelivered"))
-            # True: in the result backend; a string: a run's first checkpoint, in the message
-            header = getattr(request, carry.HEADER, None)
-            carried = header if header is True or isinstance(header, str) else False
+            carried = getattr(request, carry.HEADER, None) is True
             return runtime.run_node(
                 envelope, int(request.retries or 0), retry, redelivered, carried
             )
@@ -389,13 +387,12 @@ class CeleryExecutor:
         self,
         envelope: TaskEnvelope,
         task: PendingTask,
-        carried: bool | str = False,
+        carried: bool = False,
         parent: str | None = None,
     ) -> None:
         """``carried``: the step's checkpoint is in the result backend (the header says so:
-        ``worker/carry.py``), or (its JSON, the header's value) in the message; ``parent``: of
-        a child run's task, the parent's thread and the subgraph's path, shown with its
-        arguments (in Flower)."""
+        ``worker/carry.py``); ``parent``: of a child run's task, the parent's thread and the
+        subgraph's path, shown with its arguments (in Flower)."""
         # the queue comes from app.conf.task_routes (the executor's routes first)
         self.app.send_task(
             names.node_task_name(envelope.graph_id, task.node),
@@ -403,7 +400,7 @@ class CeleryExecutor:
             task_id=names.celery_task_id(envelope.run_id, envelope.checkpoint_id, task.id),
             argsrepr="()",
             kwargsrepr=_summary(envelope, parent),
-            headers={carry.HEADER: carried} if carried else None,
+            headers={carry.HEADER: True} if carried else None,
         )
 
     def _send_resume(self, envelope: TaskEnvelope) -> None:

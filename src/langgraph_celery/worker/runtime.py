@@ -247,9 +247,8 @@ class GraphRuntime:
                 self.executor.notifier.publish(at.thread_id)
         return decision
 
-    def send(self, checkpoint: Checkpoint, carried: bool | str = False) -> None:
-        """Send ``checkpoint``'s tasks; ``carried``: the checkpoint is in the result backend
-        (``True``) or, a run's first, in the message (its JSON: ``worker/carry.py``)."""
+    def send(self, checkpoint: Checkpoint, carried: bool = False) -> None:
+        """Send ``checkpoint``'s tasks; ``carried``: the checkpoint is in the result backend."""
         parent = subgraphs.shown_parent(checkpoint)
         for task in checkpoint.tasks:
             self.executor._send_node(self.envelope(checkpoint, task), task, carried, parent)
@@ -272,12 +271,12 @@ class GraphRuntime:
         retries: int,
         retry: Any,
         redelivered: bool = False,
-        carried: bool | str = False,
+        carried: bool = False,
     ) -> dict[str, Any]:
         """The body of a node task; ``retry(countdown, exc)`` asks Celery to retry it;
         ``redelivered``: the broker delivers the message again (its worker process died);
         ``carried``: the step's checkpoint is carried in the result backend (durability exit
-        or async), or (its JSON) in the message.
+        or async).
 
         One read (the checkpoint, its writes, its parent's marks) and, for a step of one task,
         one compare-and-set write: the update goes straight into the next checkpoint.  A step of
@@ -286,8 +285,7 @@ class GraphRuntime:
         """
         held: Carried | None = None
         if carried:
-            in_message = carried if isinstance(carried, str) else None
-            view, held = carried_steps.carried_view(self, envelope, redelivered, in_message)
+            view, held = carried_steps.carried_view(self, envelope, redelivered)
         else:
             # the saver's cached values, uncopied: the node reads them through CopyOnRead and
             # nothing here changes them (a step costs what it changes, not the state's size)
@@ -453,7 +451,7 @@ class GraphRuntime:
         if config.durability != "sync":
             # the step's checkpoint came from the result backend, or else from the store (where
             # the run's stall timer was last armed or seen progressing)
-            kept = carried is not None and carried.in_backend
+            kept = carried is not None
             if carried is None:
                 carried = Carried(checkpoint, checkpoint.checkpoint_id, checkpoint.created_at)
             return await carried_steps.commit_carried(
