@@ -221,8 +221,8 @@ def test_passwords_in_urls_never_reach_logs_or_the_cli_output(secrets: Secrets) 
         secrets.log_dir / "worker-demo.log",
     )
     outputs: dict[str, str] = {}
-    # The CLI with a wrong broker password: its client gives up on the result backend only
-    # after Celery's default retries (some 20 s), so it runs while the rest of the test does.
+    # The CLI with a wrong broker password: it names the broker it cannot reach, password
+    # masked, and stores nothing (it runs while the rest of the test does).
     wrong = demo_broker.replace(secrets.redis_password, f"{secrets.redis_password}-wrong")
     bad_password = _cli_started(
         *("demo", "--park", "--broker", wrong, "--db", secrets.db_url), env=demo_env
@@ -254,7 +254,8 @@ def test_passwords_in_urls_never_reach_logs_or_the_cli_output(secrets: Secrets) 
             assert done_cli.returncode == 0, outputs[name]
         stdout, stderr = bad_password.communicate(timeout=60)
         outputs["bad password"] = stdout + stderr
-        assert bad_password.returncode == 1, outputs["bad password"]
+        assert bad_password.returncode == 2, outputs["bad password"]
+        assert "cannot reach the Celery broker at redis://:**@127.0.0.1" in stderr, stderr
         assert "parked at node 'gate'" in outputs["run"]
         assert "parked at node 'approve'" in outputs["demo"]
         assert "redis://:**@127.0.0.1" in outputs["demo"]  # said, masked
