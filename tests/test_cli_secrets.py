@@ -196,8 +196,9 @@ def test_an_import_error_naming_the_urls(tmp_path: Path) -> None:
 
 
 def test_the_demo_header_worker_command_and_database_error(tmp_path: Path) -> None:
-    """The demo prints its broker, database and worker command, then fails: SQLAlchemy reads
-    ``p@ss/w#rd`` as password ``p`` and host ``ss``, and psycopg's error names that host."""
+    """The demo prints its broker, database and worker command, then names the broker it
+    cannot reach; a command on the database fails: SQLAlchemy reads ``p@ss/w#rd`` as password
+    ``p`` and host ``ss``, and psycopg's error names that host."""
     broker, broker_password, shown_broker = HOSTILE_URLS[2]
     database, db_password, shown_db = HOSTILE_URLS[1]
     database = database.replace("@host/", "@127.0.0.1/")
@@ -214,20 +215,23 @@ def test_the_demo_header_worker_command_and_database_error(tmp_path: Path) -> No
         "--db",
         database,
     )
-    assert result.returncode == 1, result
+    assert result.returncode == 2, result
     assert f"  broker:      {shown_broker}\n" in result.stdout
     assert f"  checkpoints: {shown_db}\n" in result.stdout
     assert (
         f"  workers:     LGC_BROKER_URL='{shown_broker}' LGC_RESULT_BACKEND=cache+memory:// "
         f"LGC_DATABASE_URL='{shown_db}' celery -A langgraph_celery.demo worker\n"
     ) in result.stdout
-    assert "langgraph-celery demo: OperationalError: " in result.stderr
-    assert "host '**'" in result.stderr  # the host SQLAlchemy read: a piece of the password
-    assert f"note: the password in --db ({shown_db}) holds '/', '#' and '@'" in result.stderr
-    assert "SQLAlchemy ends the password at the first '@'" in result.stderr
-    assert "('/' as %2F, '#' as %23, '@' as %40)" in result.stderr
+    assert f"cannot reach the Celery broker at {shown_broker} (" in result.stderr
+    state = cli("state", "langgraph_celery.demo:graph", "--thread", "t", "--db", database)
+    assert state.returncode == 1, state
+    assert "langgraph-celery state: OperationalError: " in state.stderr
+    assert "host '**'" in state.stderr  # the host SQLAlchemy read: a piece of the password
+    assert f"note: the password in --db ({shown_db}) holds '/', '#' and '@'" in state.stderr
+    assert "SQLAlchemy ends the password at the first '@'" in state.stderr
+    assert "('/' as %2F, '#' as %23, '@' as %40)" in state.stderr
     for password in (broker_password, db_password):
-        assert_hidden(password, result.stdout + result.stderr)
+        assert_hidden(password, result.stdout + result.stderr + state.stdout + state.stderr)
 
 
 def test_argparse_errors_repeating_a_url_hide_its_password() -> None:
