@@ -23,7 +23,7 @@ from langgraph_celery import (
     RunnableConfig,
 )
 from langgraph_celery.checkpoint import MemorySaver, RunStatus
-from langgraph_celery.worker.carry import Carried, Carrier, carried_id
+from langgraph_celery.worker.carry import Carried, Carrier
 from langgraph_celery.worker.names import celery_task_id, node_task_name
 
 
@@ -204,34 +204,6 @@ def test_a_forged_carried_header_injects_no_state(
     celery_stack.wait_until_quiet()
     assert graph.get_state(config).state.data["log"] == ["a", "b", "c"]
     assert all("forged" not in s.state.data["log"] for s in graph.get_state_history(config))
-
-
-@pytest.mark.parametrize("holder", ["itself", "another task"])
-def test_exit_the_task_that_took_the_sending_sign_sends_again_when_delivered_again(
-    celery_stack: CeleryStack, thread: str, redis_client: Any, holder: str
-) -> None:
-    """a's task carries b's step and takes the right to send it (``lgc:sending:<id>``, the
-    task's own id as its value). As if an earlier delivery of that same task had taken it and
-    died before sending, the sign is there before a commits: a sends b all the same. Held by
-    another task (another of a step of several), a leaves the sending to it."""
-    graph = celery_stack.graph("slow")
-    config = RunnableConfig(thread_id=thread, durability="exit")
-    redis_client.set(f"hold:{thread}:a", 1)
-    handle = graph.start({"thread": thread}, config)
-    wait_until(lambda: redis_client.get(f"started:{thread}:a"), 10, 0.01, "node a to start")
-    first = celery_stack.saver.list(thread)[-1]
-    a_task = celery_task_id(handle.run_id, first.checkpoint_id, "a")
-    sign = f"lgc:sending:{carried_id(first.checkpoint_id)}"
-    redis_client.set(sign, a_task if holder == "itself" else "another-task-id", ex=60)
-    redis_client.delete(f"hold:{thread}:a")
-    if holder == "itself":
-        assert handle.wait(timeout=10).as_state_data()["log"] == ["a", "b", "c"]
-        return
-    wait_until(lambda: redis_client.get(f"calls:{thread}:a"), 10, 0.01, "node a to end")
-    celery_stack.wait_until_quiet()
-    assert redis_client.get(f"started:{thread}:b") is None
-    assert handle.status() == "running"  # (the reaper sends b once the step stalls)
-    redis_client.delete(sign)
 
 
 @pytest.mark.parametrize("mode", ["exit", "async"])

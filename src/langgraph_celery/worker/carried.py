@@ -123,12 +123,10 @@ async def commit_carried(
     config: RunnableConfig,
     carried: Carried,
     kept: bool,
-    sender: str | None = None,
 ) -> TaskResult:
     """Commit a step of a run with durability "exit": the next checkpoint is carried in the
     result backend to the next step's task when the run goes on with one task; else (it
-    stops there, or fans out) it is stored and the run goes on as in "sync".  ``sender``: the
-    committing task's Celery id (see :meth:`~langgraph_celery.worker.carry.Carrier.put`)."""
+    stops there, or fans out) it is stored and the run goes on as in "sync"."""
 
     def hold(new: Checkpoint) -> Checkpoint:  # (the same id for every copy of the step)
         assert new.parent_id is not None
@@ -153,7 +151,7 @@ async def commit_carried(
     if _loop.stores_behind(config.durability):
         ahead = Carried(at, checkpoint.checkpoint_id, carried.watched_at) if goes_on else None
         with fails_here():  # (the next state refused by the serializer: nothing was put)
-            own_stored, cancelled = _own_stored(runtime, carried, kept, ahead, sender)
+            own_stored, cancelled = _own_stored(runtime, carried, kept, ahead)
         if not own_stored:
             return TaskResult(TaskStatus.MERGED_ELSEWHERE)
         if cancelled is not None and ahead is not None:
@@ -179,7 +177,7 @@ async def commit_carried(
         sending = runtime.executor.stalled_after
         with fails_here():
             first = runtime.carrier.put(
-                Carried(at, carried.stored_id, watched_at), forget, announce, sending, sender
+                Carried(at, carried.stored_id, watched_at), forget, announce, sending
             )
         if not first:  # another task that committed the step sends the next one
             return TaskResult(TaskStatus.MERGED_ELSEWHERE)
@@ -239,11 +237,7 @@ def _step_fails_here(
 
 
 def _own_stored(
-    runtime: GraphRuntime,
-    carried: Carried,
-    kept: bool,
-    ahead: Carried | None,
-    sender: str | None = None,
+    runtime: GraphRuntime, carried: Carried, kept: bool, ahead: Carried | None
 ) -> tuple[bool, str | None]:
     """(async) Make sure the step's own checkpoint is in the store before anything after it
     is sent or stored, and put the next one (``ahead``), if any, in the result backend (one
@@ -258,7 +252,7 @@ def _own_stored(
         if ahead is not None:
             forget = own.checkpoint_id if kept else None
             sending = runtime.executor.stalled_after
-            if not runtime.carrier.put(ahead, forget, sending=sending, sender=sender):
+            if not runtime.carrier.put(ahead, forget, sending=sending):
                 return False, None  # another task that committed the step goes on
         elif kept:
             runtime.carrier.forget(own.checkpoint_id)

@@ -35,7 +35,6 @@ flight at a time, and a checkpoint is never stored before its parent.
 from __future__ import annotations
 
 import hashlib
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -117,21 +116,17 @@ class Carrier:
         forget: str | None = None,
         announce: Callable[[str], tuple[str, str]] | None = None,
         sending: float | None = None,
-        sender: str | None = None,
     ) -> bool:
         """Store ``carried`` (and remove the carried checkpoint ``forget``, the step it was
         computed from); with ``announce``, also publish ``announce(data)`` (a channel and a
         message, made of what is stored) in the same round trip.  With ``sending`` (seconds),
         also take the right to send the carried step's tasks for that long (of the tasks of a
         step of several, which may all commit it to the same checkpoint, one sends): whether
-        this call took it, or ``sender`` (the committing task's id) holds it already (that
-        task, delivered again after its process died between taking it and sending, sends
-        again); always true without ``sending``, or with a backend other than Redis."""
+        this call took it (always true without ``sending``, or with a backend other than
+        Redis)."""
         checkpoint_id = carried.checkpoint.checkpoint_id
         data = self._dump(carried)
-        sent_by = (sender or uuid.uuid4().hex) if sending is not None else None
-        key = _KEY + checkpoint_id
-        return self._set(key, data, forget, announce, sending, checkpoint_id, sent_by)
+        return self._set(_KEY + checkpoint_id, data, forget, announce, sending, checkpoint_id)
 
     def _dump(self, carried: Carried) -> str:
         checkpoint = carried.checkpoint
@@ -244,7 +239,6 @@ class Carrier:
         announce: Callable[[str], tuple[str, str]] | None = None,
         sending: float | None = None,
         checkpoint_id: str = "",
-        sender: str | None = None,
     ) -> bool:
         """Set ``key`` (expiring as the backend's results do), remove the carried checkpoint
         ``forget``, publish ``announce(value)`` and take the right to send ``checkpoint_id``'s
@@ -259,19 +253,14 @@ class Carrier:
             return True
         with client.pipeline() as pipe:
             if sending is not None:
-                sign = _SENDING + checkpoint_id
-                pipe.set(sign, sender or "1", nx=True, ex=max(1, int(sending)))
-                pipe.get(sign)
+                pipe.set(_SENDING + checkpoint_id, "1", nx=True, ex=max(1, int(sending)))
             pipe.set(key, value, ex=self._expires())
             if forget is not None:
                 pipe.delete(_KEY + forget, _STORED + forget)
             if announce is not None:
                 pipe.publish(*announce(value))
             done = pipe.execute()
-        if sending is None:
-            return True
-        holder = done[1].decode() if isinstance(done[1], bytes) else done[1]
-        return bool(done[0]) or (sender is not None and holder == sender)
+        return sending is None or bool(done[0])
 
     def _expires(self) -> int | None:
         expires = int(getattr(self.app.backend, "expires", 0) or 0)

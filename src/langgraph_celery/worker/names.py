@@ -50,9 +50,8 @@ expire with the app's ``result_expires``)
     ``lgc:cancelled:<run_id>``  the id of the stored checkpoint at which a client cancelled the
     run: its carried steps stop there.
     ``lgc:sending:<checkpoint_id>``  the task that carries a checkpoint and sends its step's tasks
-    (of the tasks of a step of several that may all commit it, the first), by its Celery task
-    id (the same task delivered again sends again); expires after the executor's
-    ``stalled_after``, when the reaper may send the step again.
+    (of the tasks of a step of several that may all commit it, the first); expires after the
+    executor's ``stalled_after``, when the reaper may send the step again.
 
 Message headers
     ``lgc_carried``  (true) on a node task whose step's checkpoint is carried in the result

@@ -433,8 +433,7 @@ class GraphRuntime:
         # The task's result, stored once this returns, wakes the run's followers when the
         # backend publishes it; else the worker publishes a wake-up for the step.
         announce = not self.executor.notifier.steps_published_by_backend
-        sender = names.celery_task_id(checkpoint.run_id, checkpoint.checkpoint_id, task.id)
-        return await self._commit(checkpoint, marks.updates, config, announce, carried, sender)
+        return await self._commit(checkpoint, marks.updates, config, announce, carried)
 
     def commit(self, checkpoint: Checkpoint, writes: Mapping[str, Mapping[str, Any]]) -> TaskResult:
         """Store the next checkpoint from every update of ``checkpoint``'s step, and go on."""
@@ -448,7 +447,6 @@ class GraphRuntime:
         config: RunnableConfig,
         announce: bool,
         carried: Carried | None = None,
-        sender: str | None = None,
     ) -> TaskResult:
         if config.durability != "sync":
             # the step's checkpoint came from the result backend, or else from the store (where
@@ -457,7 +455,7 @@ class GraphRuntime:
             if carried is None:
                 carried = Carried(checkpoint, checkpoint.checkpoint_id, checkpoint.created_at)
             return await carried_steps.commit_carried(
-                self, checkpoint, writes, config, carried, kept, sender
+                self, checkpoint, writes, config, carried, kept
             )
         try:
             result = await self.engine.finish(checkpoint, writes, config, self.store_step)
