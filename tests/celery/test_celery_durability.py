@@ -207,6 +207,33 @@ def test_a_forged_carried_header_injects_no_state(
 
 
 @pytest.mark.parametrize("mode", ["exit", "async"])
+def test_carried_two_copies_of_a_message_send_the_next_step_once(
+    celery_stack: CeleryStack, thread: str, redis_client: Any, mode: str
+) -> None:
+    """a's message sent again (same task id, same header) while a runs: both copies run a and
+    commit its step, and one of them sends b: b and c run once."""
+    graph = celery_stack.graph("slow")
+    config = RunnableConfig(thread_id=thread, durability=mode)  # type: ignore[arg-type]
+    redis_client.set(f"hold:{thread}:a", 1)
+    handle = graph.start({"thread": thread}, config)
+    wait_until(lambda: redis_client.get(f"started:{thread}:a"), 10, 0.01, "node a to start")
+    first = celery_stack.saver.list(thread)[-1]
+    envelope = celery_stack.executor.runtime("slow").envelope(first, first.tasks[0])
+    celery_stack.app.send_task(
+        node_task_name("slow", "a"),
+        kwargs=envelope.to_message(),
+        task_id=celery_task_id(handle.run_id, first.checkpoint_id, "a"),
+        headers={"lgc_carried": True},
+    )
+    redis_client.delete(f"hold:{thread}:a")
+    assert handle.wait(timeout=30).as_state_data()["log"] == ["a", "b", "c"]
+    wait_until(lambda: int(redis_client.get(f"calls:{thread}:a") or 0) == 2, 10, 0.02, "a twice")
+    celery_stack.wait_until_quiet()
+    assert [int(redis_client.get(f"calls:{thread}:{n}") or 0) for n in "bc"] == [1, 1]
+    assert graph.get_state(config).state.data["log"] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("mode", ["exit", "async"])
 def test_carried_a_cancelled_run_stops_at_its_next_step_stored_and_resumable(
     celery_stack: CeleryStack, thread: str, redis_client: Any, mode: str
 ) -> None:
