@@ -741,13 +741,24 @@ def test_schedule_run_adds_a_beat_entry(stack: BeatStack) -> None:
 
 
 def test_the_reaper_does_not_send_again_a_step_whose_task_runs_on_a_live_worker(
-    stack: BeatStack, thread: str, r: Any
+    stack: BeatStack, thread: str, r: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A node slower than ``stalled_after`` is not a lost one: its task is alive."""
-    handle = stack.graph("chain").start({"thread": thread, "sleep_b": 4.0}, cfg(thread))
-    wait_until(lambda: count(r, "started", thread, "b") == 1, 15, 0.02, "node b to start")
+    """A node slower than ``stalled_after`` is not a lost one: its task is alive.  Two such
+    steps in one pass: the workers are asked once for both."""
+    threads = [thread, f"{thread}-2"]
+    handles = [stack.graph("chain").start({"thread": t, "sleep_b": 4.0}, cfg(t)) for t in threads]
+    for t in threads:  # (the main worker runs two tasks at once)
+        wait_until(lambda t=t: count(r, "started", t, "b") == 1, 15, 0.02, "node b to start")
 
-    report = reap(stack.executor, now=later())  # b's step looks stalled by the clock
-    assert outcomes(report, thread) == ["alive"], report
-    assert handle.wait(timeout=30).as_state_data()["log"] == ["a", "b", "c"]
-    assert count(r, "started", thread, "b") == 1  # never sent to a second pool process
+    control = stack.app.control
+    asked: list[Any] = []
+    broadcast = control.broadcast
+    monkeypatch.setattr(
+        control, "broadcast", lambda *a, **kw: asked.append(a) or broadcast(*a, **kw)
+    )
+    report = reap(stack.executor, now=later())  # b's steps look stalled by the clock
+    assert [outcomes(report, t) for t in threads] == [["alive"], ["alive"]], report
+    assert [a[0] for a in asked] == ["query_task"]  # one broadcast for both
+    for t, handle in zip(threads, handles, strict=True):
+        assert handle.wait(timeout=30).as_state_data()["log"] == ["a", "b", "c"]
+        assert count(r, "started", t, "b") == 1  # never sent to a second pool process

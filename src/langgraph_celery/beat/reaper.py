@@ -16,9 +16,11 @@ thread's latest checkpoint, which is the source of truth:
   one;
 - completed, failed or parked without a deadline: the timer is removed.
 
-Which tasks are alive is asked of the workers (``inspect`` active, reserved and scheduled) once
-per pass, and only when a stalled step needs it; a worker that does not answer within a second
-counts as dead (its tasks are sent again: their updates still land once).
+Which tasks are alive is asked of the workers once per pass, after the due timers were read, and
+only when a stalled step needs it: one ``inspect`` broadcast (``query_task``) names the tasks of
+every such step, and each worker answers with those it holds, running, reserved or scheduled.
+A worker that does not answer within a second counts as dead (its tasks are sent again: their
+updates still land once).
 
 With ``CeleryExecutor(checkpoint_ttl=seconds)`` each pass then deletes the threads whose run
 completed and whose last checkpoint is older than that (``saver.delete_thread``: checkpoints,
@@ -42,7 +44,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Timer
+from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, Timer
 from langgraph_celery.checkpoint.index import RunIndex, RunRecord
 from langgraph_celery.errors import GraphError, GraphStateError
 from langgraph_celery.graph import _loop
@@ -108,35 +110,33 @@ def _due(
         fetch = min(fetch * 2, limit * _UNKNOWN_FETCH_FACTOR)
 
 
-class _LiveTasks:
-    """The Celery task ids the workers report as running, reserved or scheduled: asked once a
-    pass, when a stalled step first needs it."""
+@dataclass
+class _Stalled:
+    """A stalled step whose tasks may still be alive on a worker: decided once the workers have
+    said which of ``waiting`` (its tasks' Celery ids) they hold."""
 
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self._ids: set[str] | None = None
+    runtime: GraphRuntime
+    checkpoint: Checkpoint
+    marks: StepMarks
+    waiting: set[str]
 
-    def ids(self) -> set[str]:
-        if self._ids is None:
-            ids: set[str] = set()
-            try:
-                inspect = self.app.control.inspect(timeout=1.0)
-                for reply in (inspect.active(), inspect.reserved(), inspect.scheduled()):
-                    for tasks in (reply or {}).values():
-                        for task in tasks or ():
-                            task = task.get("request", task)  # (scheduled ones are wrapped)
-                            ids.add(str(task.get("id")))
-            except Exception as error:  # no answer: every stalled step's tasks count as dead
-                log.warning("reaper: the workers did not say which tasks run: %s", error)
-            self._ids = ids
-        return self._ids
+
+def _live_tasks(app: Any, ids: set[str]) -> set[str]:
+    """Which of the Celery task ``ids`` a worker holds, running, reserved or scheduled (one
+    broadcast, ``query_task``, answered within a second); none when no worker answers."""
+    try:
+        replies = app.control.inspect(timeout=1.0).query_task(*sorted(ids))
+    except Exception as error:  # no answer: every stalled step's tasks count as dead
+        log.warning("reaper: the workers did not say which tasks run: %s", error)
+        return set()
+    return {str(task_id) for reply in (replies or {}).values() for task_id in (reply or {})}
 
 
 def reap(executor: CeleryExecutor, now: datetime | None = None, limit: int = 100) -> ReapReport:
     """One pass over the due timers of every saver the executor's graphs use."""
     now = now or datetime.now(UTC)
     report = ReapReport()
-    live = _LiveTasks(executor.app)
+    stalled: list[_Stalled] = []
     for saver in _savers(executor):
         unknown: dict[str, int] = {}
         for timer in _due(executor, saver, now, limit):
@@ -145,7 +145,7 @@ def reap(executor: CeleryExecutor, now: datetime | None = None, limit: int = 100
                 unknown[timer.graph_id] = unknown.get(timer.graph_id, 0) + 1
                 continue
             try:
-                _reap_one(executor, runtime, timer, now, report, live)
+                _reap_one(executor, runtime, timer, now, report, stalled)
             except Exception:  # one bad thread must not stop the pass
                 log.exception("reaper: thread %r could not be handled", timer.thread_id)
                 report.errors.append(timer.thread_id)
@@ -155,6 +155,14 @@ def reap(executor: CeleryExecutor, now: datetime | None = None, limit: int = 100
                 "processes that run them; import their modules here to handle them): %s",
                 unknown,
             )
+    if stalled:
+        live = _live_tasks(executor.app, set().union(*(step.waiting for step in stalled)))
+        for step in stalled:
+            try:
+                _restart(step, live, report)
+            except Exception:
+                log.exception("reaper: thread %r could not be handled", step.checkpoint.thread_id)
+                report.errors.append(step.checkpoint.thread_id)
     if executor.checkpoint_ttl is not None:
         _expire_threads(executor, now - timedelta(seconds=executor.checkpoint_ttl), limit, report)
     if any(report.to_data().values()):
@@ -168,8 +176,10 @@ def _reap_one(
     timer: Timer,
     now: datetime,
     report: ReapReport,
-    live: _LiveTasks,
+    stalled: list[_Stalled],
 ) -> None:
+    """Handle one due timer; a stalled step whose tasks may be alive goes on ``stalled``, for
+    :func:`_restart` once the workers have been asked (once a pass)."""
     saver = runtime.saver
     thread_id = timer.thread_id
     latest = saver.get(thread_id)
@@ -203,14 +213,25 @@ def _reap_one(
         for task in latest.tasks
         if task.id not in marks.updates
     }
-    if waiting and waiting & live.ids():
+    step = _Stalled(runtime, latest, marks, waiting)
+    if waiting:
+        stalled.append(step)
+    else:
+        _restart(step, set(), report)
+
+
+def _restart(step: _Stalled, live: set[str], report: ReapReport) -> None:
+    """A stalled step: left alone if a worker holds one of its tasks (a slow node), else
+    finished from its writes or its tasks sent again."""
+    latest, thread_id = step.checkpoint, step.checkpoint.thread_id
+    if step.waiting & live:
         report.alive.append(thread_id)  # a slow node: its task runs, nothing to send again
         return
-    if latest.tasks and _loop.decide_step(latest.tasks, marks).action is Action.COMMIT:
-        runtime.commit(latest, marks.updates)
+    if latest.tasks and _loop.decide_step(latest.tasks, step.marks).action is Action.COMMIT:
+        step.runtime.commit(latest, step.marks.updates)
         report.finished.append(thread_id)
     else:
-        run_sync(runtime.advance(latest))
+        run_sync(step.runtime.advance(latest))
         report.redispatched.append(thread_id)
 
 
