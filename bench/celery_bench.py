@@ -334,6 +334,13 @@ def floor_exit_concurrent_once(bench_app: ModuleType, runs: int) -> float:
     return _pairs_once(runs, bench_app.floor_exit_start, bench_app.floor_carry, bench_app.floor_end)
 
 
+def floor_end_concurrent_once(bench_app: ModuleType, runs: int) -> float:
+    """The floor of scenario 2 with ``durability="exit"`` as SPEC §10 words it (stored only
+    where the run ends): ``runs`` bare 2-task chains, each claimed in Redis from the client and
+    stored by its last task."""
+    return _pairs_once(runs, bench_app.floor_end_start, bench_app.floor_carry, bench_app.floor_end)
+
+
 @dataclass
 class ResumeTrial:
     total: float  # client call -> b starts (s)
@@ -449,6 +456,8 @@ class ConcurrentFigures:
     floor_ms: float
     #: the floor of ``durability="exit"`` (the run's input and end stored, nothing between)
     floor_exit_ms: float
+    #: the same with only the run's end stored (its start claimed in Redis)
+    floor_end_ms: float
     samples_ms: dict[str, list[float]] = field(default_factory=dict)
 
 
@@ -458,9 +467,10 @@ def scenario_concurrent(bench_app: ModuleType, rounds: int, runs: int) -> Concur
     bare_concurrent_once(bench_app, 4)
     floor_concurrent_once(bench_app, 4)
     floor_exit_concurrent_once(bench_app, 4)
+    floor_end_concurrent_once(bench_app, 4)
     ours_concurrent_once(bench_app, "pg", 4, "exit")
     ours_concurrent_once(bench_app, "pg", 4, "async")
-    variants = ["bare", "floor", "floor_exit", *KINDS, *MODE_VARIANTS]
+    variants = ["bare", "floor", "floor_exit", "floor_end", *KINDS, *MODE_VARIANTS]
     samples: dict[str, list[float]] = {v: [] for v in variants}
     for round_no in range(rounds):
         shift = round_no % len(variants)
@@ -471,6 +481,8 @@ def scenario_concurrent(bench_app: ModuleType, rounds: int, runs: int) -> Concur
                 samples[variant].append(floor_concurrent_once(bench_app, runs))
             elif variant == "floor_exit":
                 samples[variant].append(floor_exit_concurrent_once(bench_app, runs))
+            elif variant == "floor_end":
+                samples[variant].append(floor_end_concurrent_once(bench_app, runs))
             elif variant in MODE_VARIANTS:
                 kind, mode = MODE_VARIANTS[variant]
                 samples[variant].append(ours_concurrent_once(bench_app, kind, runs, mode))
@@ -483,6 +495,7 @@ def scenario_concurrent(bench_app: ModuleType, rounds: int, runs: int) -> Concur
         bare_ms=1000 * _median(samples["bare"]),
         floor_ms=1000 * _median(samples["floor"]),
         floor_exit_ms=1000 * _median(samples["floor_exit"]),
+        floor_end_ms=1000 * _median(samples["floor_end"]),
         samples_ms={v: [1000 * s for s in samples[v]] for v in variants},
     )
 
@@ -896,7 +909,35 @@ def render_exit(report: Report) -> list[str]:
                 f"   ours PG / floor {conc.ours_ms['pg_exit'] / floor:.2f}, "
                 f"SQLite / floor {conc.ours_ms['sqlite_exit'] / floor:.2f}"
             )
+            end = conc.floor_end_ms
+            lines.append(
+                f"   {'   floor, end only (Redis claim, PG insert of end)':<43}{end:10.2f}"
+                f"{'':13}{conc.bare_ms:9.2f}{end / conc.bare_ms:9.2f}"
+                f"   ours PG / it {conc.ours_ms['pg_exit'] / end:.2f}, "
+                f"SQLite / it {conc.ours_ms['sqlite_exit'] / end:.2f}"
+            )
     return lines
+
+
+def render_concurrent(conc: ConcurrentFigures, env: Mapping[str, Any]) -> str:
+    """Scenario 2 alone (``--concurrent-only``): each variant's median and its ratio to bare
+    and to the end-only floor, with the spread of the per-round ratios to bare."""
+    lines = [
+        f"{conc.runs} concurrent 2-node runs, {conc.rounds} interleaved rounds "
+        f"(load before {env.get('loadavg_before')}, after {_loadavg()}):",
+        f"  {'variant':<12}{'median ms':>11}{'/ bare':>9}{'/ floor end':>12}"
+        f"{'per-round / bare: q1':>23}{'q3':>7}",
+    ]
+    bare = conc.samples_ms["bare"]
+    for variant, samples in conc.samples_ms.items():
+        median = _median(samples)
+        paired = sorted(s / b for s, b in zip(samples, bare, strict=True))
+        quartiles = statistics.quantiles(paired, n=4) if len(paired) > 1 else [paired[0]] * 3
+        lines.append(
+            f"  {variant:<12}{median:11.1f}{median / conc.bare_ms:9.2f}"
+            f"{median / conc.floor_end_ms:12.2f}{quartiles[0]:23.2f}{quartiles[2]:7.2f}"
+        )
+    return "\n".join(lines)
 
 
 def render_cpu(cpu: CpuFigures, length: int) -> list[str]:
@@ -997,10 +1038,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="where to write the worker's cProfile texts, as STEM-wall.txt and STEM-cpu.txt "
         "(default: next to --json, or skipped)",
     )
+    parser.add_argument(
+        "--concurrent-only",
+        type=int,
+        metavar="ROUNDS",
+        default=0,
+        help="run only scenario 2, in this many interleaved rounds, and print its ratios",
+    )
     args = parser.parse_args(argv)
     quick: bool = args.quick
     rounds, warmup = (3, 1) if quick else (40, 3)
-    conc_rounds = 2 if quick else 25
+    conc_rounds = args.concurrent_only or (2 if quick else 25)
     trials = 5 if quick else 40
     profile_runs = 3 if quick else 20
     cpu_runs = 3 if quick else 15
@@ -1022,6 +1070,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"worker logs in {services.tmpdir}",
             file=sys.stderr,
         )
+        if args.concurrent_only:
+            with running_worker(services, bench_app, {}, "worker.log"):
+                conc = scenario_concurrent(bench_app, conc_rounds, CONCURRENT_RUNS)
+            print(render_concurrent(conc, env))
+            if args.json is not None:
+                args.json.write_text(json.dumps(asdict(conc), indent=2) + "\n")
+            return 0
         with running_worker(services, bench_app, {}, "worker.log") as worker:
             try:
                 print("1. chain ...", file=sys.stderr)

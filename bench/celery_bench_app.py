@@ -28,7 +28,9 @@ executor set), ``bench.noop_default`` (the same with Celery's default task optio
 The *floor of "exit"*: :func:`floor_exit_start` stores the run's input from the client (one
 conditional insert), ``bench.floor_carry`` passes the state on in the next message and
 ``bench.floor_end`` stores the run's end: the least an executor does that stores a run where it
-starts and ends and nowhere between.
+starts and ends and nowhere between.  :func:`floor_end_start` is the same with nothing stored
+from the client (a Redis ``SET NX`` of the run's key in the result backend refuses a second
+start): the floor of ``"exit"`` as SPEC §10 words it, one durable commit a run, at its end.
 
 The *floor* (with ``LGC_BENCH_PG_URL``): ``bench.floor_step``, a bare task that reads its
 step's stored row from PostgreSQL (table ``<prefix>floor``, primary key ``(run_id, step)``) and
@@ -69,6 +71,7 @@ __all__ = [
     "floor_carry",
     "floor_close",
     "floor_end",
+    "floor_end_start",
     "floor_exit_start",
     "floor_setup",
     "floor_start",
@@ -213,6 +216,16 @@ def floor_exit_start(run_id: str) -> dict[str, Any]:
         insert + " ON CONFLICT DO NOTHING", (run_id, json.dumps({"count": 0}))
     )
     if cursor.rowcount != 1:
+        raise RuntimeError(f"floor run {run_id} already started")
+    return {"run_id": run_id, "step": 0, "count": 0}
+
+
+def floor_end_start(run_id: str) -> dict[str, Any]:
+    """The floor of ``durability="exit"`` that stores only the run's end, from the client: no
+    row, a ``SET NX`` of the run's key in the result backend (one Redis round trip, expiring
+    with the results) refuses a second start; the first task's argument carries the state."""
+    claimed = app.backend.client.set(f"bench:floor-claim:{run_id}", "1", nx=True, ex=3600)
+    if not claimed:
         raise RuntimeError(f"floor run {run_id} already started")
     return {"run_id": run_id, "step": 0, "count": 0}
 
