@@ -18,7 +18,9 @@ saver's ``Tag``), results a Python generator has no equivalent of.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -57,6 +59,34 @@ def fan_out(
         graph.add_node(f"task_{index}", action)
         graph.add_edge(START, f"task_{index}").add_edge(f"task_{index}", END)
     return graph.compile()
+
+
+def test_parallel_node_with_sync_action() -> None:
+    """``ParallelNodeTest.parallelNodeTestWithSyncAction``: ten plain actions on the parallel
+    executor given for the fan-out, all running at once; the state keeps its other keys."""
+    count = 10
+    barrier = threading.Barrier(count, timeout=10)
+
+    def sync_action(task_id: int) -> Callable[..., Any]:
+        def action(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+            barrier.wait()  # (a branch run after another would break the barrier)
+            thread = threading.current_thread().name
+            return {"task": f"TASK [{task_id}] COMPLETED BY [{thread}]"}
+
+        return action
+
+    graph = fan_out(sync_action(task_id) for task_id in range(count))
+    with ThreadPoolExecutor(count, thread_name_prefix="parallel-sync") as pool:
+        state = graph.invoke(
+            {"item1": "test1", "task-2": "test2"}, RunnableConfig(parallel_executors={START: pool})
+        )
+    tasks = completed_tasks(state)
+    assert len(tasks) == count
+    assert all("BY [parallel-sync" in task for task in tasks)
+    # merged in the order the nodes were added (SPEC §3)
+    assert [task.split("]")[0] for task in tasks] == [f"TASK [{i}" for i in range(count)]
+    assert state.value("item1") == "test1"
+    assert state.value("task-2") == "test2"
 
 
 def async_action(task_id: int, delay: float, started: list[int] | None = None) -> Any:
@@ -249,3 +279,26 @@ def test_parallel_node_rejects_a_streaming_result_that_is_no_update(
     raising ``GraphInterrupt``, SPEC §5, never by returning its metadata)."""
     with pytest.raises(InvalidUpdateError, match="'task_0'"):
         fan_out([streaming_action_with_result(result)]).invoke({})
+
+
+@pytest.mark.parametrize("key", ["source", "node"])
+def test_parallel_node_with_async_streaming_action_and_executor(key: str) -> None:
+    """``ParallelNodeTest.parallelNodeWithAsyncStreamingActionAndExecutorTest``: the branches
+    run on the executor given for the fan-out's source (LangGraph4j's
+    ``addParallelNodeExecutor(id, executor)``), or for each node (``key="node"``, this
+    library's own form), and their streamed updates reach the state."""
+    threads: list[str] = []
+
+    def action(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        threads.append(threading.current_thread().name)
+        return async_streaming_action("task", "EXECUTOR")(state, config)
+
+    graph = fan_out([action, action])
+    with ThreadPoolExecutor(1, thread_name_prefix="parallel-streaming-test") as executor:
+        executors = (
+            {START: executor} if key == "source" else {"task_0": executor, "task_1": executor}
+        )
+        state = graph.invoke({}, RunnableConfig(parallel_executors=executors))
+    assert len(threads) == 2
+    assert all(name.startswith("parallel-streaming-test") for name in threads)
+    assert completed_tasks(state) == ["EXECUTOR", "EXECUTOR"]

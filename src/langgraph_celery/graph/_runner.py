@@ -162,6 +162,21 @@ def _hook_update(node: str, update: Any) -> dict[str, Any] | None:
     return dict(update)
 
 
+def _executor_for(spec: GraphSpec, node: str, executors: Mapping[str, Executor]) -> Executor | None:
+    """The executor ``node`` runs on in process: the one given for the node itself, else, as
+    LangGraph4j's ``addParallelNodeExecutor(source, executor)``, the one given for the source
+    (``START`` included) of a fan-out the node is a branch of."""
+    if not executors:
+        return None
+    executor = executors.get(node)
+    if executor is None:
+        for source in spec.fan_out_sources.get(node, ()):
+            executor = executors.get(source)
+            if executor is not None:
+                break
+    return executor
+
+
 class TaskRunner:
     """Runs node tasks and routes of one graph with their hooks, as both executors need."""
 
@@ -266,7 +281,7 @@ class TaskRunner:
         node = task.node
         state = self.make_state(task.arg if task.has_arg else values, config.clone_state)
         node_config = config._for_runtime(node_id=node, stream_state=state, task_id=task.id)
-        executor = config.parallel_executors.get(node)
+        executor = _executor_for(self.spec, node, config.parallel_executors)
         result, before_update = await self._run(
             self._nodes[node], node, state, node_config, executor, threaded or executor is not None
         )

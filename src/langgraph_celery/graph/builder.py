@@ -86,6 +86,17 @@ class GraphSpec:
         """Each node's position in the order nodes were added (the merge order)."""
         return {node: index for index, node in enumerate(self.nodes)}
 
+    @functools.cached_property
+    def fan_out_sources(self) -> dict[str, tuple[str, ...]]:
+        """For each node that is a branch of a fan-out (a source, ``START`` included, with
+        several plain edges), those sources, in the order their edges were added."""
+        sources: dict[str, list[str]] = {}
+        for source, targets in self.edges.items():
+            if len(targets) > 1:
+                for target in targets:
+                    sources.setdefault(target, []).append(source)
+        return {node: tuple(found) for node, found in sources.items()}
+
 
 def _not_a_schema(schema: object) -> str:
     """Why ``schema`` is not a schema, and what to pass instead."""
