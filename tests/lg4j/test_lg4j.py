@@ -48,6 +48,41 @@ def compile_error(graph: StateGraph) -> str:
     return str(caught.value)
 
 
+def test_validation() -> None:
+    """``LG4JTest.testValidation``.
+
+    Differs where SPEC §3 does: a node with no outgoing edge does not compile (LangGraph4j
+    compiles ``START -> agent_1`` alone), and errors are ``GraphDefinitionError``s whose message
+    names the culprit rather than LangGraph4j's exact texts.  As in LangGraph4j, an edge leaving
+    ``END`` and a conditional edge with an empty mapping are refused when added."""
+    workflow = StateGraph()
+    assert "START" in compile_error(workflow)  # "missing Entry Point"
+
+    workflow.add_edge(START, "agent_1")
+    assert "'agent_1'" in compile_error(workflow)  # "... 'agent_1' refers to undefined node!"
+
+    workflow.add_node("agent_1", lambda state, config: {"prop1": "test"})
+    # (LangGraph4j compiles here; SPEC §3: a node with no outgoing edge is refused)
+    message = compile_error(workflow)
+    assert "'agent_1'" in message
+    assert "outgoing" in message
+
+    workflow.add_edge("agent_1", END)
+    assert isinstance(workflow.compile(), CompiledGraph)
+
+    with pytest.raises(GraphDefinitionError, match="END"):
+        workflow.add_edge(END, "agent_1")
+    assert isinstance(workflow.compile(), CompiledGraph)  # (the refused edge was not added)
+
+    workflow.add_node("agent_2", lambda state, config: {"prop2": "test"})
+    workflow.add_edge("agent_2", "agent_3")
+    message = compile_error(workflow)
+    assert "'agent_2'" in message or "'agent_3'" in message
+
+    with pytest.raises(GraphDefinitionError, match="'agent_1'"):
+        workflow.add_conditional_edges("agent_1", lambda state: "agent_3", {})
+
+
 def test_running_one_node() -> None:
     """``LG4JTest.testRunningOneNode``."""
 
