@@ -22,6 +22,7 @@ from langgraph_celery import (
     AgentState,
     Channel,
     Channels,
+    ReplaceAllWith,
     StateGraph,
 )
 
@@ -74,6 +75,26 @@ def test_remove_data_from_state() -> None:
     data = update_state({}, {"attr1": "test"}, {})
     assert data == {"attr1": "test"}
     assert update_state(data, {"attr1": MARK_FOR_REMOVAL}, {}) == {}
+
+
+def test_replace_data_from_state() -> None:
+    """``AgentStateTest.replaceDataFromStateTest``: a list is appended element by element,
+    ``ReplaceAllWith`` replaces the list, with a list or (``ReplaceAllWith.of("x1")``) one
+    value."""
+    data = update_state({}, {"messages": ["v1", "v2"]}, MESSAGES_SCHEMA)
+    assert data == {"messages": ["v1", "v2"]}
+
+    data = update_state(data, {"messages": "v3"}, MESSAGES_SCHEMA)
+    assert messages(data) == ["v1", "v2", "v3"]
+
+    data = update_state(data, {"messages": ReplaceAllWith(["a1", "a2"])}, MESSAGES_SCHEMA)
+    assert messages(data) == ["a1", "a2"]
+
+    data = update_state(data, {"messages": ReplaceAllWith("x1")}, MESSAGES_SCHEMA)
+    assert messages(data) == ["x1"]
+
+    data = update_state(data, {"messages": ["v1", "v2", "v3"]}, MESSAGES_SCHEMA)
+    assert messages(data) == ["x1", "v1", "v2", "v3"]
 
 
 def test_appender_keeps_distinct_values_with_colliding_hash_codes() -> None:
