@@ -191,8 +191,9 @@ class NestedEdgeHook:
         return hook
 
     def before(self) -> Action:
+        # as LangGraph4j's, a Command with an update and no goto
         def hook(source: str, state: AgentState, config: RunnableConfig) -> Any:
-            return {EDGE_HOOKS: {source: [self.level]}}
+            return Command(update={EDGE_HOOKS: {source: [self.level]}})
 
         return hook
 
