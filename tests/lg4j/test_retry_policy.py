@@ -1,17 +1,19 @@
 """Port of LangGraph4j's ``hook/RetryPolicyTest`` (``langgraph4j-core``).
 
 ``RetryPolicy.builder()...build().asHook()`` is ``RetryPolicy(retry_on=..., ...).as_hook()``, a
-wrap hook.  LangGraph4j's ``failedFuture`` (an async failure) is an async node's raise, which
-the hook retries when it wraps that node in a graph; a synchronous ``throw`` is a plain
-action's raise, retried by calling the hook as LangGraph4j's test does.  ``delayNanos(k)`` is
-``delay(k)``, in seconds.  Java's ``IOException`` is ``OSError``, ``IllegalStateException``
-``RuntimeError``.  Where LangGraph4j keeps the default 0.5 s delay although the test is not
-about delays, the delay here is 10 ms.  Elapsed times are only checked as lower bounds: a
-delay is never shorter than asked.
+wrap hook, called here as LangGraph4j's test calls it.  LangGraph4j's actions return a
+``CompletableFuture``, failed (``failedFuture``) for an async failure: here an async action,
+and the hook's result is awaited; ``retriesSynchronousRetryableFailureUntilSuccess``'s
+``throw`` is a plain action's raise.  ``delayNanos(k)`` is ``delay(k)``, in seconds.  Java's
+``IOException`` is ``OSError``, ``IllegalStateException`` ``RuntimeError``.  Where LangGraph4j
+keeps the default 0.5 s delay although the test is not about delays, the delay here is 10 ms.
+Elapsed times are only checked as lower bounds: a delay is never shorter than asked.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import time
 from typing import Any
 
@@ -31,59 +33,78 @@ FAST = 0.01
 
 
 class Attempts:
+    """An action that fails ``failures`` times with ``error``, then returns ``{"result":
+    "done"}``; ``AsyncAttempts`` the same as an async action (LangGraph4j's ``failedFuture``)."""
+
     def __init__(self, failures: int, error: type[Exception]) -> None:
         self.count = 0
         self.failures = failures
         self.error = error
 
-    def __call__(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+    def attempt(self) -> dict[str, Any]:
         self.count += 1
         if self.count <= self.failures:
             raise self.error("temporary failure")
         return {"result": "done"}
 
+    def __call__(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        return self.attempt()
+
+
+class AsyncAttempts(Attempts):
+    async def __call__(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:  # type: ignore[override]
+        return self.attempt()
+
+
+def apply_wrap(policy: RetryPolicy, action: Any) -> Any:
+    """``hook.applyWrap("call_api", new State(Map.of()), RunnableConfig.empty(), action)``,
+    joined: awaited when it is awaitable."""
+    result = policy.as_hook()("call_api", AgentState({}), RunnableConfig(), action)
+    if inspect.isawaitable(result):
+        return asyncio.run(_awaited(result))
+    return result
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
 
 def test_retries_retryable_failure_until_success() -> None:
-    """``RetryPolicyTest.retriesRetryableFailureUntilSuccess``: an async action (Java's
-    ``failedFuture``) retried by the hook around its node."""
-    attempts = 0
+    """``RetryPolicyTest.retriesRetryableFailureUntilSuccess``; and, as a node's wrap hook in a
+    graph, the same."""
+    action = AsyncAttempts(2, OSError)
+    result = apply_wrap(RetryPolicy(retry_on=OSError, retry_delay=FAST), action)
+    assert action.count == 3
+    assert result["result"] == "done"
 
-    async def call_api(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        nonlocal attempts
-        attempts += 1
-        if attempts < 3:
-            raise OSError("temporary failure")
-        return {"result": "done"}
-
-    hook = RetryPolicy(retry_on=OSError, retry_delay=FAST).as_hook()
+    action = AsyncAttempts(2, OSError)
     graph = (
         StateGraph()
-        .add_node("call_api", call_api)
+        .add_node("call_api", action)
         .add_edge(START, "call_api")
         .add_edge("call_api", END)
-        .add_wrap_call_node_hook("call_api", hook)
+        .add_wrap_call_node_hook(
+            "call_api", RetryPolicy(retry_on=OSError, retry_delay=FAST).as_hook()
+        )
         .compile()
     )
-    result = graph.invoke({})
-    assert attempts == 3
-    assert result.value("result") == "done"
+    assert graph.invoke({}).value("result") == "done"
+    assert action.count == 3
 
 
 def test_retries_synchronous_retryable_failure_until_success() -> None:
     """``RetryPolicyTest.retriesSynchronousRetryableFailureUntilSuccess``."""
     action = Attempts(2, RuntimeError)
-    hook = RetryPolicy(retry_on=RuntimeError, retry_delay=FAST).as_hook()
-    output = hook("call_api", AgentState({}), RunnableConfig(), action)
+    output = apply_wrap(RetryPolicy(retry_on=RuntimeError, retry_delay=FAST), action)
     assert action.count == 3
     assert output["result"] == "done"
 
 
 def test_delays_retry() -> None:
     """``RetryPolicyTest.delaysRetry``: the default first delay is 0.5 s."""
-    action = Attempts(1, OSError)
-    hook = RetryPolicy(retry_on=OSError, max_attempts=2).as_hook()
+    action = AsyncAttempts(1, OSError)
     start = time.monotonic()
-    result = hook("call_api", AgentState({}), RunnableConfig(), action)
+    result = apply_wrap(RetryPolicy(retry_on=OSError, max_attempts=2), action)
     elapsed = time.monotonic() - start
     assert action.count == 2
     assert result["result"] == "done"
@@ -92,10 +113,9 @@ def test_delays_retry() -> None:
 
 def test_increases_delay_for_each_retry() -> None:
     """``RetryPolicyTest.increasesDelayForEachRetry``: 50 ms, then 100 ms."""
-    action = Attempts(2, OSError)
-    hook = RetryPolicy(retry_on=OSError, retry_delay=0.05, backoff_factor=2.0).as_hook()
+    action = AsyncAttempts(2, OSError)
     start = time.monotonic()
-    result = hook("call_api", AgentState({}), RunnableConfig(), action)
+    result = apply_wrap(RetryPolicy(retry_on=OSError, retry_delay=0.05, backoff_factor=2.0), action)
     elapsed = time.monotonic() - start
     assert action.count == 3
     assert result["result"] == "done"
@@ -123,29 +143,28 @@ def test_adds_jitter_after_capping_delay() -> None:
 
 def test_does_not_retry_non_retryable_failure() -> None:
     """``RetryPolicyTest.doesNotRetryNonRetryableFailure``."""
-    action = Attempts(10, OSError)
-    hook = RetryPolicy(retry_on=RuntimeError).as_hook()
+    action = AsyncAttempts(10, OSError)
     with pytest.raises(OSError):
-        hook("call_api", AgentState({}), RunnableConfig(), action)
+        apply_wrap(RetryPolicy(retry_on=RuntimeError), action)
     assert action.count == 1
 
 
 def test_stops_after_max_attempts() -> None:
     """``RetryPolicyTest.stopsAfterMaxAttempts``: three attempts by default, then the last
     error; in a graph, the run fails with a ``NodeError`` naming the node."""
-    action = Attempts(10, OSError)
-    hook = RetryPolicy(retry_on=OSError, retry_delay=FAST).as_hook()
+    policy = RetryPolicy(retry_on=OSError, retry_delay=FAST)
+    action = AsyncAttempts(10, OSError)
     with pytest.raises(OSError):
-        hook("call_api", AgentState({}), RunnableConfig(), action)
+        apply_wrap(policy, action)
     assert action.count == 3
 
-    action = Attempts(10, OSError)
+    action = AsyncAttempts(10, OSError)
     graph = (
         StateGraph()
         .add_node("call_api", action)
         .add_edge(START, "call_api")
         .add_edge("call_api", END)
-        .add_wrap_call_node_hook("call_api", hook)
+        .add_wrap_call_node_hook("call_api", policy.as_hook())
         .compile()
     )
     with pytest.raises(NodeError) as caught:
