@@ -171,6 +171,30 @@ def test_unknown_mapping_target_from_conditional_entry_point() -> None:
     assert "'missing_entry'" in compile_error(graph)
 
 
+@pytest.mark.parametrize(
+    "add",
+    [
+        lambda g: g.add_edge(END, "a"),
+        lambda g: g.add_edge(["a", END], "a"),
+        lambda g: g.add_conditional_edges(END, lambda s: "a", {"a": "a"}),
+    ],
+    ids=["edge", "join", "conditional"],
+)
+def test_an_edge_leaving_end_is_refused_when_added(add: Any) -> None:
+    """As in LangGraph4j (``addEdge(END, ...)`` throws), and the builder is left as it was."""
+    graph = chain("a")
+    with pytest.raises(GraphDefinitionError, match="END"):
+        add(graph)
+    assert path(graph.compile()) == [START, "a", END]
+
+
+@pytest.mark.parametrize("mapping", [{}, []], ids=["mapping", "list"])
+def test_a_conditional_edge_with_an_empty_mapping_is_refused_when_added(mapping: Any) -> None:
+    graph = StateGraph().add_node("a", noop).add_edge(START, "a")
+    with pytest.raises(GraphDefinitionError, match="'a' has an empty mapping"):
+        graph.add_conditional_edges("a", lambda s: END, mapping)
+
+
 @pytest.mark.parametrize("field", ["interrupt_before", "interrupt_after"])
 def test_interrupt_on_unknown_node(field: str) -> None:
     config = CompileConfig(checkpoint_saver=MemorySaver(), **{field: ["not_a_node"]})

@@ -702,6 +702,32 @@ def test_before_edge_hook_update_is_seen_by_the_route_only() -> None:
     assert dict(final.data) == {"log": ["a", "c"]}  # as in LangGraph4j: not in the run's state
 
 
+def test_before_edge_hook_may_return_a_command_without_goto() -> None:
+    """As LangGraph4j's ``EdgeHook.BeforeCall``, which returns a ``Command``: its update is
+    what the route sees."""
+    trace = Trace()
+    graph = routed(trace).add_before_call_edge_hook(
+        lambda source, s, c: Command(update={"go": "c"})
+    )
+    final = graph.compile().invoke({})
+    assert trace.events == [("route", "c")]
+    assert dict(final.data) == {"log": ["a", "c"]}
+
+
+def test_before_edge_hook_command_with_goto_is_invalid_update() -> None:
+    trace = Trace()
+    graph = routed(trace).add_before_call_edge_hook(lambda source, s, c: Command(goto="c"))
+    with pytest.raises(InvalidUpdateError, match=r"before-call edge hook of 'a'.*goto 'c'"):
+        graph.compile().invoke({})
+    assert trace.events == []
+
+
+def test_before_node_hook_may_not_return_a_command() -> None:
+    graph = two_nodes().add_before_call_node_hook("b", lambda n, s, c: Command(update={"x": 1}))
+    with pytest.raises(InvalidUpdateError, match=r"before-call hook of 'b' returned Command"):
+        graph.compile().invoke({})
+
+
 # -- LangGraph4j's LG4JTest.testNestedNodeWrapHooks / testNestedNodeAndEdgeWrapHooks -----------
 
 NODE_HOOKS = "node-hooks"  # NestedNodeHook.HOOKS_ATTRIBUTE

@@ -379,6 +379,36 @@ def test_async_retry_in_ainvoke() -> None:
     assert node.calls == 2
 
 
+def test_hook_called_with_an_async_action_returns_an_awaitable_that_retries() -> None:
+    """The hook called by hand (as LangGraph4j's RetryPolicyTest calls ``applyWrap``) with an
+    async action, or a plain one returning an awaitable (LangGraph4j's ``failedFuture``)."""
+    hook = RetryPolicy(retry_on=ConnectionError, **FAST).as_hook()
+    calls: list[str] = []
+
+    async def attempt(name: str) -> dict[str, Any]:
+        calls.append(name)
+        if len(calls) < 3:
+            raise ConnectionError(name)
+        return {"result": name}
+
+    async def async_action(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        return await attempt("async")
+
+    def returns_awaitable(state: AgentState, config: RunnableConfig) -> Awaitable[Any]:
+        return attempt("awaitable")
+
+    async def run(action: Any) -> Any:
+        result = hook("node", AgentState({}), CFG, action)
+        assert asyncio.iscoroutine(result)
+        return await result
+
+    assert asyncio.run(run(async_action)) == {"result": "async"}
+    assert calls == ["async"] * 3
+    calls.clear()
+    assert asyncio.run(run(returns_awaitable)) == {"result": "awaitable"}
+    assert calls == ["awaitable"] * 3
+
+
 def test_async_retry_waits_without_blocking_the_event_loop(waits: Waits) -> None:
     """While an async node waits for its retry, a sibling async node makes progress: the wait
     lasts until the sibling has ticked, which it starts doing only once the wait began."""

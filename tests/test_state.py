@@ -173,6 +173,18 @@ def test_appender_replace_all_with() -> None:
     assert appender_run([["x"], ReplaceAllWith([])]) == []
 
 
+def test_replace_all_with_a_single_value_is_a_list_of_one() -> None:
+    """As LangGraph4j's ``ReplaceAllWith.of(value)``: a string, bytes, a mapping or a value
+    that is not iterable is one element; another iterable gives its elements."""
+    assert ReplaceAllWith("x1").values == ["x1"]
+    assert ReplaceAllWith(b"x1").values == [b"x1"]
+    assert ReplaceAllWith({"role": "user"}).values == [{"role": "user"}]
+    assert ReplaceAllWith(7).values == [7]
+    assert ReplaceAllWith(("a", "b")).values == ["a", "b"]
+    assert ReplaceAllWith(iter(["a"])).values == ["a"]
+    assert appender_run([["x", "y"], ReplaceAllWith("z")]) == ["z"]
+
+
 def test_appender_removals_apply_before_appends_spec_example() -> None:
     assert appender_run([["m3", RemoveByHash("m2")]], initial=["m1", "m2"]) == ["m1", "m3"]
 

@@ -49,8 +49,15 @@ class _Chain:
     """The hooks of one node (or one route), in the order they run."""
 
     def __init__(
-        self, hooks: list[Hook], action: CallableSpec, timeout: float | None = None
+        self,
+        hooks: list[Hook],
+        action: CallableSpec,
+        timeout: float | None = None,
+        *,
+        route: bool = False,
     ) -> None:
+        #: the chain of a conditional edge's route (its hooks are edge hooks)
+        self.route = route
         self.before = [hook.fn for hook in reversed(hooks) if hook.kind.startswith("before")]
         self.after = [hook.fn for hook in reversed(hooks) if hook.kind.startswith("after")]
         self.wrap = [hook.fn for hook in hooks if hook.kind.startswith("wrap")]
@@ -144,8 +151,20 @@ def _wrap_async(hook: Callable[..., Any], node: str, inner: AsyncAction) -> Asyn
     return call_plain
 
 
-def _hook_update(node: str, update: Any) -> dict[str, Any] | None:
-    """A before-call hook's return value as an update, or :class:`InvalidUpdateError`."""
+def _hook_update(node: str, update: Any, route: bool = False) -> dict[str, Any] | None:
+    """A before-call hook's return value as an update, or :class:`InvalidUpdateError`.
+
+    A before-call edge hook (``route``) may also return a ``Command`` without a ``goto``, whose
+    update is the update, as LangGraph4j's ``EdgeHook.BeforeCall`` does."""
+    if route and isinstance(update, Command):
+        goto = update.goto
+        if not (goto is None or (isinstance(goto, tuple | list) and not goto)):
+            raise InvalidUpdateError(
+                f"a before-call edge hook of {node!r} returned a Command with goto {goto!r}; "
+                "it can only give the route an update: change where the edge goes in an "
+                "after-call or wrap-call edge hook"
+            )
+        update = update.update
     if update is None:
         return None
     if not isinstance(update, Mapping):
@@ -160,6 +179,21 @@ def _hook_update(node: str, update: Any) -> dict[str, Any] | None:
                 f"{key!r}; state keys are strings"
             )
     return dict(update)
+
+
+def _executor_for(spec: GraphSpec, node: str, executors: Mapping[str, Executor]) -> Executor | None:
+    """The executor ``node`` runs on in process: the one given for the node itself, else, as
+    LangGraph4j's ``addParallelNodeExecutor(source, executor)``, the one given for the source
+    (``START`` included) of a fan-out the node is a branch of."""
+    if not executors:
+        return None
+    executor = executors.get(node)
+    if executor is None:
+        for source in spec.fan_out_sources.get(node, ()):
+            executor = executors.get(source)
+            if executor is not None:
+                break
+    return executor
 
 
 class TaskRunner:
@@ -182,7 +216,7 @@ class TaskRunner:
             for node, action in nodes.items()
         }
         self._routes = {
-            source: _Chain(self._hooks_for(source, "edge"), edge.route)
+            source: _Chain(self._hooks_for(source, "edge"), edge.route, route=True)
             for source, edge in spec.conditional.items()
         }
 
@@ -207,7 +241,7 @@ class TaskRunner:
         schema = self.spec.schema
         combined: dict[str, Any] | None = None
         for hook in chain.before:
-            update = _hook_update(node, await _resolve(hook(node, state, config)))
+            update = _hook_update(node, await _resolve(hook(node, state, config)), chain.route)
             if update is None:
                 continue
             combined = update if combined is None else compose_updates(schema, combined, update)
@@ -266,7 +300,7 @@ class TaskRunner:
         node = task.node
         state = self.make_state(task.arg if task.has_arg else values, config.clone_state)
         node_config = config._for_runtime(node_id=node, stream_state=state, task_id=task.id)
-        executor = config.parallel_executors.get(node)
+        executor = _executor_for(self.spec, node, config.parallel_executors)
         result, before_update = await self._run(
             self._nodes[node], node, state, node_config, executor, threaded or executor is not None
         )

@@ -86,6 +86,17 @@ class GraphSpec:
         """Each node's position in the order nodes were added (the merge order)."""
         return {node: index for index, node in enumerate(self.nodes)}
 
+    @functools.cached_property
+    def fan_out_sources(self) -> dict[str, tuple[str, ...]]:
+        """For each node that is a branch of a fan-out (a source, ``START`` included, with
+        several plain edges), those sources, in the order their edges were added."""
+        sources: dict[str, list[str]] = {}
+        for source, targets in self.edges.items():
+            if len(targets) > 1:
+                for target in targets:
+                    sources.setdefault(target, []).append(source)
+        return {node: tuple(found) for node, found in sources.items()}
+
 
 def _not_a_schema(schema: object) -> str:
     """Why ``schema`` is not a schema, and what to pass instead."""
@@ -294,7 +305,14 @@ class StateGraph:
 
     def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
         """Go from ``source`` to ``target``; several edges from one source fan out, and a list of
-        sources makes ``target`` wait until all of them have run."""
+        sources makes ``target`` wait until all of them have run.
+
+        An edge leaving ``END`` is refused here, when it is added (as in LangGraph4j); every
+        other problem is reported by ``compile()``."""
+        if source == END or (not isinstance(source, str) and END in tuple(source)):
+            raise GraphDefinitionError(
+                f"add_edge({source!r}, {target!r}): an edge cannot leave END, which ends the run"
+            )
         if isinstance(source, str):
             self._edges.setdefault(source, [])
             if target in self._edges[source]:
@@ -318,7 +336,19 @@ class StateGraph:
         mapping: Mapping[Hashable, str] | Sequence[str] | None = None,
     ) -> StateGraph:
         """After ``source``, call ``route(state[, config])`` to pick where to go; ``mapping`` maps
-        its labels to node ids or ``END`` (``None``: labels are node ids)."""
+        its labels to node ids or ``END`` (``None``: labels are node ids).
+
+        As in LangGraph4j, a conditional edge leaving ``END`` or with an empty mapping is
+        refused here, when it is added; every other problem is reported by ``compile()``."""
+        if source == END:
+            raise GraphDefinitionError(
+                "add_conditional_edges(END, ...): an edge cannot leave END, which ends the run"
+            )
+        if mapping is not None and len(mapping) == 0:
+            raise GraphDefinitionError(
+                f"conditional edge from {source!r} has an empty mapping; map each label its route "
+                "returns to a node or END, or pass mapping=None if the labels are node ids"
+            )
         if not callable(route):
             self._problems.append(f"conditional edge from {source!r}: route must be callable")
             return self

@@ -7,6 +7,7 @@ and turns it into Celery retries with the same delays.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from langgraph_celery.graph._callables import is_async_callable
 from langgraph_celery.graph._runner import ASYNC_VARIANT
 from langgraph_celery.graph.types import GraphInterrupt
 
@@ -121,34 +123,56 @@ class RetryPolicy:
 
 
 class _RetryHook:
-    """The wrap hook of a :class:`RetryPolicy`; plain, with an async twin for async nodes."""
+    """The wrap hook of a :class:`RetryPolicy`; plain, with an async twin for async nodes.
+
+    Called as a plain hook with an async action (or one that returns an awaitable, as a
+    LangGraph4j action returns a future), it returns an awaitable that retries the awaited
+    failures."""
 
     def __init__(self, policy: RetryPolicy) -> None:
         self.policy = policy
         setattr(self, ASYNC_VARIANT, self._async_call)
 
+    def _retries(self, attempt: int, error: Exception) -> bool:
+        return attempt < self.policy.max_attempts and self.policy.should_retry(error)
+
     def __call__(
         self, node_id: str, state: Any, config: Any, action: Callable[[Any, Any], Any]
     ) -> Any:
+        if is_async_callable(action):
+            return self._async_call(node_id, state, config, action)
         attempt = 1
         while True:
             try:
-                return action(state, config)
+                result = action(state, config)
             except Exception as error:
-                if attempt >= self.policy.max_attempts or not self.policy.should_retry(error):
+                if not self._retries(attempt, error):
                     raise
                 time.sleep(self.policy.delay(attempt))
                 attempt += 1
+                continue
+            if inspect.isawaitable(result):
+                return self._async_call(node_id, state, config, action, result, attempt)
+            return result
 
     async def _async_call(
-        self, node_id: str, state: Any, config: Any, action: Callable[[Any, Any], Any]
+        self,
+        node_id: str,
+        state: Any,
+        config: Any,
+        action: Callable[[Any, Any], Any],
+        pending: Any = None,
+        attempt: int = 1,
     ) -> Any:
-        attempt = 1
         while True:
             try:
-                return await action(state, config)
+                result = action(state, config) if pending is None else pending
+                pending = None
+                while inspect.isawaitable(result):
+                    result = await result
+                return result
             except Exception as error:
-                if attempt >= self.policy.max_attempts or not self.policy.should_retry(error):
+                if not self._retries(attempt, error):
                     raise
                 await asyncio.sleep(self.policy.delay(attempt))
                 attempt += 1

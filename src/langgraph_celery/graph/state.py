@@ -7,7 +7,7 @@ merged with that channel's reducer; every other key is overwritten by an update.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
@@ -60,12 +60,19 @@ class RemoveByHash:
 
 @dataclass(frozen=True)
 class ReplaceAllWith:
-    """In an update of an appender channel: replace the whole list with ``values``."""
+    """In an update of an appender channel: replace the whole list with ``values``.
+
+    ``values`` is a list (or another iterable) of the new elements; a single value (a string,
+    bytes, a mapping, or anything not iterable) makes a list of one, as LangGraph4j's
+    ``ReplaceAllWith.of(value)`` does."""
 
     values: list[Any]
 
     def __init__(self, values: Any) -> None:
-        object.__setattr__(self, "values", list(values))
+        single = isinstance(values, str | bytes | bytearray | Mapping) or not isinstance(
+            values, Iterable
+        )
+        object.__setattr__(self, "values", [values] if single else list(values))
 
 
 @dataclass(frozen=True)

@@ -290,6 +290,33 @@ def merged_subgraph() -> StateGraph:
     return graph.add_edge("finish", END)
 
 
+def lg4j_edges() -> StateGraph:
+    """LangGraph4j's ``InterruptionTest``: START -> A -> B -(route: D after B, else the last
+    log entry)-> A | C | D | END; C, D -> END."""
+    graph = log_graph()
+    for node in ("A", "B", "C", "D"):
+        graph.add_node(node, log_node(node))
+
+    def route(state: AgentState) -> str:
+        log = state.value("log", [])
+        last = log[-1] if log else END
+        return "D" if last == "B" else str(last)
+
+    graph.add_conditional_edges("B", route, ["A", "C", "D", END])
+    return graph.add_edge(START, "A").add_edge("A", "B").add_edge("C", END).add_edge("D", END)
+
+
+def lg4j_uneven_branches() -> StateGraph:
+    """LangGraph4j's ``LG4JTest.testWithParallelBranchWithErrors`` (refused there, supersteps
+    here): START -> A -> (A1 | A2 | A3); A1, A2 -> B; A3 -> C; B -> C -> END."""
+    graph = log_graph()
+    for node in ("A", "A1", "A2", "A3", "B", "C"):
+        graph.add_node(node, log_node(node))
+    graph.add_edge(START, "A").add_edge("A", "A1").add_edge("A", "A2").add_edge("A", "A3")
+    graph.add_edge("A1", "B").add_edge("A2", "B").add_edge("A3", "C")
+    return graph.add_edge("B", "C").add_edge("C", END)
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A graph, how to compile it, and the calls a test makes on one thread, in order.
@@ -351,6 +378,20 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         {"interrupt_before": ("review-human",)},
     ),
+    # LangGraph4j's InterruptionTest.interruptAfterEdgeEvaluation: B's edges were evaluated
+    # before it stopped, so the resume's "C" changes nothing (D runs)
+    "lg4j_interrupt_after_edge": Scenario(
+        lg4j_edges,
+        ((None, "interrupted"), (GraphInput.resume({"log": ["C"]}), "completed")),
+        {"interrupt_after": ("B",)},
+    ),
+    # ... and interruptBeforeEdgeEvaluation: they are evaluated on resume (C runs)
+    "lg4j_interrupt_before_edge": Scenario(
+        lg4j_edges,
+        ((None, "interrupted"), (GraphInput.resume({"log": ["C"]}), "completed")),
+        {"interrupt_after": ("B",), "interrupt_before_edge": True},
+    ),
+    "lg4j_uneven_branches": Scenario(lg4j_uneven_branches, ((None, "completed"),)),
 }
 
 
