@@ -84,6 +84,11 @@ class Engine(Stepping):
                 base, config, "fork", resumed, run_id=run_id, added=added, store=store
             )
             return forked, None
+        branch = False
+        if forking:  # (a new run from the checkpoint named: a branch unless it is the latest)
+            assert base is not None and self.saver is not None
+            latest = await self.io(self.saver.get, base.thread_id)
+            branch = not _loop.same_run(base, latest, config.checkpoint_id)
         values = dict(base.values) if base is not None else initial_values(self.spec.schema)
         ops: Ops = {}
         if graph_input.value:
@@ -105,6 +110,7 @@ class Engine(Stepping):
                 metadata={"source": "input", "update": graph_input.value or {}},
                 kind=CheckpointKind.INPUT,
                 delta=ops if base is not None and not fresh else None,
+                branch=branch,
             ),
             store,
         )
@@ -168,7 +174,8 @@ class Engine(Stepping):
         store: Store | None = None,
     ) -> Checkpoint:
         """The checkpoint after ``base`` that runs its pending tasks again (a resume, a fork):
-        the same run if ``base`` is the thread's latest, else a new run (``run_id`` if given)."""
+        the same run if ``base`` is the thread's latest (``base``'s successor), else a new run
+        (``run_id`` if given) on a branch."""
         assert self.saver is not None
         values = dict(base.values)
         ops: Ops = {}
@@ -193,6 +200,7 @@ class Engine(Stepping):
             metadata={"source": source, "update": dict(update or {})},
             kind=CheckpointKind(source),
             delta=ops,
+            branch=not same_run,
             store=store,
         )
         if base_writes is None:
@@ -226,7 +234,8 @@ class Engine(Stepping):
         """Store what ``update_state`` writes after ``base`` (the checkpoint the call names, else
         the thread's latest ``latest``; ``None`` on a new thread): ``values`` merged through the
         reducers; ``next`` what ``as_node``'s edges pick, else ``base``'s.  It continues
-        ``base``'s run when ``base`` is the latest (a parked run is resumed after it)."""
+        ``base``'s run when ``base`` is the latest (a parked run is resumed after it), as its
+        successor; from an older checkpoint it is a branch, of a new run."""
         thread_id = self.require_thread(config)
         self.check_owner(latest or base)
         merged = dict(base.values) if base is not None else initial_values(self.spec.schema)
@@ -257,6 +266,7 @@ class Engine(Stepping):
                 metadata={"source": "update", "update": dict(values or {}), "as_node": as_node},
                 kind=CheckpointKind.UPDATE,
                 delta=ops if base is not None else None,
+                branch=base is not None and not same_run,
             ),
             store,
         )

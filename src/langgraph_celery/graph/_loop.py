@@ -59,6 +59,7 @@ __all__ = [
     "next_extra",
     "rebased",
     "recursion_error",
+    "same_run",
     "status_of",
     "steps_taken",
     "stores_behind",
@@ -477,7 +478,9 @@ def foreign_graph(checkpoint: Checkpoint | None, graph_id: str | None) -> str | 
 
 def same_run(base: Checkpoint, latest: Checkpoint | None, checkpoint_id: str | None) -> bool:
     """Whether a transition out of ``base`` continues its run: yes when ``base`` is the
-    thread's latest (a resume, an update); a fork of an older checkpoint starts a new run."""
+    thread's latest (a resume, an update); a fork of an older checkpoint starts a new run.
+    It is also whether what the transition stores is ``base``'s successor (the saver keeps
+    one per checkpoint) rather than a branch (:attr:`Checkpoint.branch`)."""
     if checkpoint_id is None:
         return True
     return latest is not None and latest.checkpoint_id == base.checkpoint_id
