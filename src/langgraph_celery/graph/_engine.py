@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langgraph_celery.checkpoint.base import Checkpoint, CheckpointKind, PendingWrite
-from langgraph_celery.errors import GraphStateError
+from langgraph_celery.errors import CheckpointConflictError, GraphStateError
 from langgraph_celery.graph import _loop
 from langgraph_celery.graph._engine_base import Store, new_id
 from langgraph_celery.graph._engine_steps import Stepping, StepResult
@@ -37,16 +37,28 @@ class Engine(Stepping):
         self, graph_input: GraphInput, config: RunnableConfig, store: Store | None = None
     ) -> tuple[Checkpoint, NodeOutput | None]:
         """The checkpoint a run starts from, saved (with ``store`` if given), and the START
-        output (none on resume)."""
+        output (none on resume).  Started from the thread's latest checkpoint, it starts again
+        from a later step of that checkpoint's run stored meanwhile (a cancelled run's step
+        that was finishing: see :func:`_loop.overtaken`), at most ``_loop.LATE_STEPS`` times."""
         thread_id = self.require_thread(config) if self.saver is not None else config.thread_id
-        base = None
-        if self.saver is not None and thread_id is not None:
+        if self.saver is None or thread_id is None:
+            return await self.begin_from(None, graph_input, config, store=store)
+        for attempt in range(_loop.LATE_STEPS + 1):
             base = await self.io(self.saver.get, thread_id, config.checkpoint_id)
             if base is None and config.checkpoint_id is not None:
                 raise GraphStateError(
                     f"thread {thread_id!r} has no checkpoint {config.checkpoint_id!r}"
                 )
-        return await self.begin_from(base, graph_input, config, store=store)
+            try:
+                return await self.begin_from(base, graph_input, config, store=store)
+            except CheckpointConflictError:
+                # A step of the thread's cancelled run, finishing, went on from the latest
+                # checkpoint first (one successor per checkpoint): start again from it.
+                if config.checkpoint_id is not None or attempt == _loop.LATE_STEPS:
+                    raise
+                if not _loop.overtaken(base, await self.io(self.saver.get, thread_id)):
+                    raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def begin_from(
         self,
