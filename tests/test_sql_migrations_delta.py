@@ -27,7 +27,7 @@ from langgraph_celery.checkpoint import (
     SqlSaver,
     _migrations,
 )
-from langgraph_celery.checkpoint._migrations import MIGRATIONS, migrate
+from langgraph_celery.checkpoint._migrations import LATEST_VERSION, MIGRATIONS, migrate
 from langgraph_celery.graph.compiled import CompiledGraph
 from langgraph_celery.serde import JsonSerializer
 
@@ -105,7 +105,7 @@ def test_whole_bodies_of_version_8_read_back_and_the_thread_runs_on_in_deltas(
 
     with engine.connect() as conn:
         versions = conn.execute(text(f"SELECT max(version) FROM {prefix}schema_version")).all()
-    assert versions == [(9,)]
+    assert versions == [(LATEST_VERSION,)]
     assert list(sql_saver.list("t1")) == old
     for checkpoint in old:
         assert sql_saver.get("t1", checkpoint.checkpoint_id) == checkpoint

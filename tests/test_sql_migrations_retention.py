@@ -135,7 +135,7 @@ def test_tables_at_version_4_are_migrated_and_pruned(
     assert (
         sorted(v for (v,) in versions)
         == list(range(1, LATEST_VERSION + 1))
-        == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+        == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     )
     assert [bool(flag) for (flag,) in flags] == [False, False, False]
     assert list(sql_saver.list("t1")) == expected

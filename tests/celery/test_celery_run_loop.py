@@ -515,6 +515,92 @@ def test_a_change_overtaken_by_a_late_step_of_its_cancelled_run_starts_from_that
     assert started(redis_client, thread, "a") == 1  # its late update kept: a ran once
 
 
+@pytest.mark.parametrize("late_step", ["first", "after"])
+def test_a_new_run_racing_a_late_step_of_the_cancelled_run_is_the_threads_latest(
+    celery_stack: CeleryStack, thread: str, redis_client: Any, late_step: str
+) -> None:
+    """A cancel marks the run while node ``a`` still runs, and a new run (an input, not a
+    resume) starts on the thread at once.  ``a``'s step and the new run's first checkpoint both
+    go on from the cancelled run's checkpoint, and a checkpoint has one successor: a late step
+    stored first (``"first"``) is where the new run starts from instead (``a``'s update kept);
+    one stored after (``"after"``) is refused, and its update stays a pending write of the
+    cancelled checkpoint.  Either way the thread's latest checkpoint and final state are the
+    new run's, and nothing of the cancelled run is stored after the new run's first."""
+    from lgc_graphs import slow
+
+    from app_kit import make_app
+    from langgraph_celery.celery import CeleryExecutor
+    from langgraph_celery.checkpoint import CheckpointKind, SqlSaver
+
+    class LateStepFirst(SqlSaver):
+        """With ``armed``: lets the held node finish, and waits for its step's checkpoint,
+        before this client stores the new run's first checkpoint."""
+
+        armed = late_step == "first"
+
+        def put_with_timer(self, checkpoint: Any, timer: Any, run: Any = None) -> Any:
+            if self.armed:
+                self.armed = False
+                read = self.get(thread)
+                redis_client.delete(f"hold:{thread}:a")
+                assert wait_until(
+                    lambda: self.get(thread).step > read.step, 20, 0.01, "a's late step"
+                )
+            return super().put_with_timer(checkpoint, timer, run)
+
+    settings = celery_stack.settings
+    app, _ = make_app("late-step-new-run", settings, "LGC")
+    saver = LateStepFirst(settings["LGC_DB_URL"], table_prefix=settings["LGC_TABLE_PREFIX"])
+    client = slow().compile(
+        CompileConfig(checkpoint_saver=saver, executor=CeleryExecutor(app), graph_id="slow")
+    )
+    config = RunnableConfig(thread_id=thread)
+    redis_client.set(f"hold:{thread}:a", 1)
+    try:
+        cancelled = celery_stack.graph("slow").start({"thread": thread}, config)
+        assert wait_until(lambda: started(redis_client, thread, "a") == 1, 15, 0.01, "a to start")
+        assert cancelled.cancel() is True
+        handle = client.start({"thread": thread}, config)  # a new run, not a resume
+        redis_client.delete(f"hold:{thread}:a")  # ("after": its first checkpoint is stored)
+        state = handle.wait(timeout=30).as_state_data()
+    finally:
+        redis_client.delete(f"hold:{thread}:a")
+    assert not saver.armed
+    # the cancelled a has finished (its step stored, or refused and its update kept)
+    assert wait_until(lambda: int(redis_client.get(f"calls:{thread}:a") or 0) == 2, 20)
+    history = list(celery_stack.saver.list(thread))
+    first = next(c for c in history if c.run_id == handle.run_id and c.kind is CheckpointKind.INPUT)
+    after = history[: [c.checkpoint_id for c in history].index(first.checkpoint_id)]
+    assert after and all(c.run_id == handle.run_id for c in after)
+    assert history[0].run_id == handle.run_id and history[0].values["log"] == state["log"]
+    assert client.get_state(config).state.data["log"] == state["log"]
+    start = next(c for c in history if c.run_id == cancelled.run_id and c.parent_id is None)
+    if late_step == "first":  # the new run went on from the late step: a's update, kept
+        late = celery_stack.saver.get(thread, first.parent_id)
+        assert late is not None and late.run_id == cancelled.run_id
+        assert late.parent_id == start.checkpoint_id
+        assert state["log"] == ["a", "a", "b", "c"]
+    else:  # the late step was refused; its update stays at the cancelled checkpoint
+        assert first.parent_id == start.checkpoint_id
+        assert [c.checkpoint_id for c in history if c.run_id == cancelled.run_id] == [
+            start.checkpoint_id
+        ]
+        assert state["log"] == ["a", "b", "c"]
+        kept = wait_until(
+            lambda: [
+                w.update
+                for w in celery_stack.saver.get_writes(thread, start.checkpoint_id)
+                if w.node == "a"
+            ],
+            20,
+            0.05,
+            "a's update kept",
+        )
+        assert kept == [{"log": ["a"]}]
+    assert started(redis_client, thread, "a") == 2  # the cancelled run's a, and the new run's
+    assert cancelled.status() == "cancelled" and handle.status() == "completed"
+
+
 def test_the_reaper_leaves_a_step_whose_task_a_live_worker_runs(
     celery_stack: CeleryStack, thread: str, redis_client: Any
 ) -> None:

@@ -2,7 +2,11 @@
 
 A checkpoint is refused when its thread already has one with the same ``checkpoint_id``
 (:attr:`Rule.CHECKPOINT_ID`), the same ``(run_id, step)`` (:attr:`Rule.STEP`), or, for a
-checkpoint without a parent, one without a parent (:attr:`Rule.ROOT`).  Savers share the words.
+checkpoint without a parent, one without a parent (:attr:`Rule.ROOT`), or, for a successor of
+its parent (not a :attr:`~langgraph_celery.checkpoint.base.Checkpoint.branch`), another
+successor of the same parent (:attr:`Rule.SUCCESSOR`: one successor per checkpoint, so that two
+writers going on from one checkpoint, such as a late step of a cancelled run and a new run
+started after the cancel, never both become the thread's latest).  Savers share the words.
 
 A SQL database refuses the insert with an ``IntegrityError``, which the SQL saver reads without
 parsing any message:
@@ -51,6 +55,7 @@ class Rule(enum.Enum):
     CHECKPOINT_ID = "checkpoint_id"
     STEP = "step"
     ROOT = "root"
+    SUCCESSOR = "successor"
 
 
 def is_uniqueness_violation(orig: BaseException | None) -> bool | None:
@@ -75,9 +80,11 @@ def rule_of_collision(
     checkpoint: Checkpoint, stored: Sequence[Any], *, roots_unique: bool
 ) -> Rule | None:
     """The rule ``checkpoint`` breaks, given the ``stored`` rows of its thread (with
-    ``checkpoint_id``, ``run_id``, ``step``, ``parent_id``) that share its id, its run and step,
-    or have no parent.  ``roots_unique``: the database enforces one row without a parent per
-    thread (else such a row is no collision)."""
+    ``checkpoint_id``, ``run_id``, ``step``, ``parent_id``, ``successor_of``) that share its id,
+    its run and step, or its parent as successors, or have no parent.  ``roots_unique``: the
+    database enforces one row without a parent per thread (else such a row is no collision).
+    Of several rules broken, the first of id, root, step, successor is named (as PostgreSQL,
+    which checks the constraints in the order they were created, does)."""
     if any(row.checkpoint_id == checkpoint.checkpoint_id for row in stored):
         return Rule.CHECKPOINT_ID
     root = roots_unique and checkpoint.parent_id is None
@@ -85,6 +92,9 @@ def rule_of_collision(
         return Rule.ROOT
     if any(row.run_id == checkpoint.run_id and row.step == checkpoint.step for row in stored):
         return Rule.STEP
+    parent = checkpoint.successor_of
+    if parent is not None and any(row.successor_of == parent for row in stored):
+        return Rule.SUCCESSOR
     return None
 
 
@@ -105,8 +115,17 @@ def message(checkpoint: Checkpoint, rule: Rule | None, held_by: str | None = Non
             f"thread {thread!r} already has a checkpoint for run {run!r} step {step}{held}: "
             "another writer stored this step first"
         )
+    if rule is Rule.SUCCESSOR:
+        held = "" if held_by is None else f" ({held_by!r})"
+        return (
+            f"thread {thread!r} already has a checkpoint{held} that goes on from checkpoint "
+            f"{checkpoint.parent_id!r} (storing run {run!r} step {step}): another writer went "
+            "on from it first, and a checkpoint has one successor; read the thread's latest "
+            "checkpoint and start from there, or name the checkpoint as checkpoint_id to fork "
+            "a branch from it"
+        )
     return (
         f"thread {thread!r} refused checkpoint {checkpoint.checkpoint_id!r} of run {run!r} step "
-        f"{step}: another writer stored a checkpoint with the same id, step or first place, "
-        "and the thread was released since; read the thread again"
+        f"{step}: another writer stored a checkpoint with the same id, step, first place or "
+        "parent, and the thread was released since; read the thread again"
     )

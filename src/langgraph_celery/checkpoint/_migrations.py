@@ -434,6 +434,38 @@ def _add_delta_columns(m: MigrationContext) -> None:
     Index(f"{m.prefix}ckpt_base_ix", c.thread_id, c.base_id).create(m.connection)
 
 
+# -- 10: one successor per checkpoint -----------------------------------------------------------
+
+
+def _add_successor_column(m: MigrationContext) -> None:
+    """``successor_of`` on checkpoints, and the unique index on ``(thread_id, successor_of)``:
+    a checkpoint has at most one successor.  Each stored checkpoint with a parent that is its
+    parent's earliest child (lowest ``seq``) is its successor; its parent's later children were
+    forks (or a step of a cancelled run stored after a new run's first, the race this rule
+    closes) and stay branches (NULL), so the index can be created whatever the tables hold.
+    Nullable: a release older than the column, still running during an upgrade, stores rows
+    without it, which the rule does not cover."""
+    name = m.table_name(CHECKPOINTS_TABLE)
+    _add_column(m, name, Column("successor_of", ID, nullable=True))
+    checkpoints = Table(
+        name,
+        MetaData(),
+        Column("seq", SEQ),
+        Column("thread_id", ID),
+        Column("parent_id", ID),
+        Column("successor_of", ID),
+    )
+    c = checkpoints.c
+    earliest = (
+        select(func.min(c.seq)).where(c.parent_id.is_not(None)).group_by(c.thread_id, c.parent_id)
+    )
+    m.connection.execute(
+        checkpoints.update().where(c.seq.in_(earliest)).values(successor_of=c.parent_id)
+    )
+    unique = constraint_names(m.prefix).successor
+    Index(unique, c.thread_id, c.successor_of, unique=True).create(m.connection)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "checkpoints, writes and timers tables", _create_tables),
     Migration(2, "one checkpoint without a parent per thread", _create_root_index),
@@ -444,6 +476,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "indexes for listing every graph's runs, all or by status", _add_listing_indexes),
     Migration(8, "a write's kind in a column, filled in from stored marks", _add_write_kind_column),
     Migration(9, "checkpoints stored as deltas of their parent", _add_delta_columns),
+    Migration(10, "one successor per checkpoint", _add_successor_column),
 )
 #: The version of tables all of :data:`MIGRATIONS` have been applied to.
 LATEST_VERSION = len(MIGRATIONS)

@@ -27,12 +27,20 @@ index, so that a refused insert is recognised by the name of the constraint it v
     spend on deltas, ``depth`` how many deltas it is after that whole value.  Rows stored
     before these columns are whole (``budget``, ``depth`` filled in by migration 9).  Index
     ``<prefix>ckpt_base_ix`` on ``(thread_id, base_id)`` serves reading a chain.
-    Three unique rules make concurrent writers safe, each named: ``(thread_id, checkpoint_id)``
-    (``<prefix>ckpt_id_uq``), ``(thread_id, run_id, step)`` (``<prefix>ckpt_step_uq``), and one
-    checkpoint without a parent per thread (``<prefix>ckpt_root_uq``, a partial unique index);
-    the database refuses the second writer, which the saver reports as
-    ``CheckpointConflictError``.  Index ``<prefix>ckpt_thread_seq_ix`` on ``(thread_id, seq)``
-    serves ``get`` and ``list``; ``<prefix>ckpt_run_ix`` on ``run_id`` serves ``thread_of_run``.
+    ``successor_of`` is ``parent_id`` for a checkpoint computed from the thread's latest (a
+    step, a new run, a resume, an ``update_state``: its parent's *successor*) and NULL for a
+    *branch* (a fork or time travel from an older checkpoint, which may share its parent) and
+    for a thread's first checkpoint; rows stored before migration 10 have it filled in for
+    each parent's earliest child, the other children being the forks of their time.
+    Four unique rules make concurrent writers safe, each named: ``(thread_id, checkpoint_id)``
+    (``<prefix>ckpt_id_uq``), ``(thread_id, run_id, step)`` (``<prefix>ckpt_step_uq``), one
+    checkpoint without a parent per thread (``<prefix>ckpt_root_uq``, a partial unique index),
+    and one successor per checkpoint, ``(thread_id, successor_of)``
+    (``<prefix>ckpt_successor_uq``, a unique index: NULLs are distinct, so branches and roots
+    are never refused by it); the database refuses the second writer in the same insert,
+    which the saver reports as ``CheckpointConflictError``.  Index
+    ``<prefix>ckpt_thread_seq_ix`` on ``(thread_id, seq)`` serves ``get`` and ``list``;
+    ``<prefix>ckpt_run_ix`` on ``run_id`` serves ``thread_of_run``.
 
 ``<prefix>writes`` (:data:`WRITES_TABLE`)
     One row per pending write, primary key ``(thread_id, checkpoint_id, task_id)``
@@ -147,6 +155,7 @@ class ConstraintNames:
     checkpoint_id: str
     step: str
     root: str
+    successor: str
     write: str
 
 
@@ -165,6 +174,7 @@ def constraint_names(prefix: str) -> ConstraintNames:
         checkpoint_id=f"{prefix}ckpt_id_uq",
         step=f"{prefix}ckpt_step_uq",
         root=f"{prefix}ckpt_root_uq",
+        successor=f"{prefix}ckpt_successor_uq",
         write=f"{prefix}writes_pk",
     )
 
@@ -190,12 +200,14 @@ def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> Tables:
         Column("base_id", ID, nullable=True),
         Column("budget", BigInteger, nullable=True),
         Column("depth", Integer, nullable=True),
+        Column("successor_of", ID, nullable=True),
         PrimaryKeyConstraint("seq", name=f"{prefix}{CHECKPOINTS_TABLE}_pkey"),
         UniqueConstraint("thread_id", "checkpoint_id", name=names.checkpoint_id),
         UniqueConstraint("thread_id", "run_id", "step", name=names.step),
         Index(f"{prefix}ckpt_thread_seq_ix", "thread_id", "seq"),
         Index(f"{prefix}ckpt_run_ix", "run_id"),
         Index(f"{prefix}ckpt_base_ix", "thread_id", "base_id"),
+        Index(names.successor, "thread_id", "successor_of", unique=True),
     )
     Index(
         names.root,

@@ -39,7 +39,9 @@ _TIMER_COLUMNS = ("thread_id", "run_id", "graph_id", "kind", "due_at")
 @dataclass(frozen=True)
 class Statements:
     """Parameters: ``thread_id``, ``checkpoint_id``, ``run_id``, ``task_id``, ``node``, ``due_at``,
-    ``now``, ``limit`` and the columns of the row an insert stores."""
+    ``now``, ``limit`` and the columns of the row an insert stores (a checkpoint's inserts,
+    ``put`` and the ``put_*_timer*`` ones, take every column of ``<prefix>checkpoints`` but
+    ``seq`` and ``pruned_at``, ``successor_of`` among them: see ``SqlSaver._checkpoint_row``)."""
 
     latest: Select[Any]
     by_id: Select[Any]
@@ -79,7 +81,8 @@ class Statements:
     #: ``depth`` (its ``base_id`` cleared).
     make_whole: Executable
     #: The thread's checkpoints a refused one may collide with: the same ``checkpoint_id``, the
-    #: same ``run_id`` and ``step``, or no parent (see ``checkpoint/_conflicts.py``).
+    #: same ``run_id`` and ``step``, no parent, or the same parent as successors
+    #: (``successor_of``; see ``checkpoint/_conflicts.py``).
     colliding: Select[Any]
     #: The node of the write of ``task_id`` at ``checkpoint_id`` (no row: none).
     write_of_task: Select[Any]
@@ -226,7 +229,7 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
         thread_of_run=select(c.thread_id)
         .where(c.run_id == bindparam("run_id", type_=String), c.pruned_at.is_(None))
         .limit(1),
-        colliding=select(c.checkpoint_id, c.run_id, c.step, c.parent_id)
+        colliding=select(c.checkpoint_id, c.run_id, c.step, c.parent_id, c.successor_of)
         .where(
             c.thread_id == thread_id,
             or_(
@@ -234,6 +237,7 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
                 (c.run_id == bindparam("run_id", type_=String))
                 & (c.step == bindparam("step", type_=Integer)),
                 c.parent_id.is_(None),
+                c.successor_of == bindparam("successor_of", type_=String),
             ),
         )
         .limit(8),

@@ -5,6 +5,13 @@ an interruption or ``update_state``).  It is identified by ``(thread_id, checkpo
 unique by ``(thread_id, run_id, step)``: two writers that both try to store the same step of the
 same run are detected (:class:`CheckpointConflictError`), never merged or duplicated.
 
+A thread's checkpoints form a tree (each names its parent).  A checkpoint computed from the
+thread's latest one (a step, a new run, a resume, an ``update_state``) is its parent's
+*successor*, and a checkpoint has at most one: of two writers that both go on from the same
+checkpoint (a step of a cancelled run finishing late, and a new run started after the cancel)
+the second is refused.  One made from an older checkpoint the caller named (a fork, time
+travel) is a *branch* (:attr:`Checkpoint.branch`), which may share its parent with others.
+
 Alongside checkpoints a saver keeps *pending writes*: the update of each task that finished in the
 step that starts from a checkpoint, keyed by ``(thread_id, checkpoint_id, task_id)``.  The first
 write for a key wins; a second one is refused.  They let a step whose other tasks failed or were
@@ -149,6 +156,12 @@ class Checkpoint:
     the update).  ``delta``, when the engine knows it, is how ``values`` differ from the
     parent's (see :mod:`langgraph_celery.checkpoint._delta`): a saver may store that instead of
     the whole state; ``None`` (always, for a checkpoint read back) means store it whole.
+    ``branch`` says the checkpoint was made from a checkpoint the caller named that is not the
+    thread's latest (a fork, time travel, ``update_state`` of an older checkpoint): it may
+    share its parent with other checkpoints.  Otherwise (the default) it is its parent's
+    *successor* (:attr:`successor_of`), and a saver refuses a second successor of one
+    checkpoint.  Like ``delta`` it does not take part in equality, and a checkpoint read back
+    has ``branch=False``.
     """
 
     thread_id: str
@@ -164,10 +177,17 @@ class Checkpoint:
     created_at: datetime = field(default_factory=_utcnow)
     kind: CheckpointKind = CheckpointKind.LOOP
     delta: dict[str, list[list[Any]]] | None = field(default=None, compare=False, repr=False)
+    branch: bool = field(default=False, compare=False, repr=False)
 
     @property
     def next(self) -> tuple[str, ...]:
         return tuple(task.node for task in self.tasks)
+
+    @property
+    def successor_of(self) -> str | None:
+        """The checkpoint this one is the successor of (its parent), or ``None`` for a branch
+        and for a thread's first checkpoint: what the saver's one-successor rule keys on."""
+        return None if self.branch else self.parent_id
 
     def body(self) -> dict[str, Any]:
         """Everything but the indexed columns, for a saver to serialize as one document."""
@@ -286,8 +306,11 @@ class BaseCheckpointSaver(abc.ABC):
 
         Raises :class:`CheckpointConflictError` if the thread already has a checkpoint with the
         same ``checkpoint_id`` or the same ``(run_id, step)``, or if ``checkpoint`` has no parent
-        and the thread already has a checkpoint (two first runs of a new thread: one wins), and
-        :class:`SerializationError` (naming the key and type) if a value cannot be serialized.
+        and the thread already has a checkpoint (two first runs of a new thread: one wins), or
+        if ``checkpoint`` is a successor (not a :attr:`~Checkpoint.branch`) and the thread
+        already has a successor of its parent (two writers went on from one checkpoint: one
+        wins), and :class:`SerializationError` (naming the key and type) if a value cannot be
+        serialized.
         """
 
     @abc.abstractmethod

@@ -62,6 +62,8 @@ class _Thread:
     checkpoints: dict[str, _Stored] = field(default_factory=dict)
     # (run_id, step) -> checkpoint_id, for the second uniqueness rule.
     steps: dict[tuple[str, int], str] = field(default_factory=dict)
+    # parent_id -> checkpoint_id of its successor, for the one-successor rule.
+    successors: dict[str, str] = field(default_factory=dict)
     # checkpoint_id -> task_id -> (node, serialized update), in insertion order.
     writes: dict[str, dict[str, tuple[str, str, WriteKind]]] = field(default_factory=dict)
 
@@ -119,19 +121,22 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
             chain=encoded.chain,
         )
         step_key = (checkpoint.run_id, checkpoint.step)
+        successor_of = checkpoint.successor_of
         with self._lock:
             thread = self._threads.get(checkpoint.thread_id)
             if thread is None:
                 thread = self._threads[checkpoint.thread_id] = _Thread()
             refused = None
+            held_by = None
             if checkpoint.checkpoint_id in thread.checkpoints:
                 refused = Rule.CHECKPOINT_ID
             elif checkpoint.parent_id is None and thread.checkpoints:
                 refused = Rule.ROOT
             elif step_key in thread.steps:
-                refused = Rule.STEP
+                refused, held_by = Rule.STEP, thread.steps[step_key]
+            elif successor_of is not None and successor_of in thread.successors:
+                refused, held_by = Rule.SUCCESSOR, thread.successors[successor_of]
             if refused is not None:
-                held_by = thread.steps.get(step_key)
                 raise CheckpointConflictError(conflict_message(checkpoint, refused, held_by))
             record = self._run_record_to_store(run) if run is not None else None
             if record is not None:
@@ -139,6 +144,8 @@ class MemorySaver(BaseCheckpointSaver, RunIndex):
                 self._superseded.discard(record.run_id)
             thread.checkpoints[checkpoint.checkpoint_id] = stored
             thread.steps[step_key] = checkpoint.checkpoint_id
+            if successor_of is not None:
+                thread.successors[successor_of] = checkpoint.checkpoint_id
             self._runs[checkpoint.run_id] = checkpoint.thread_id
             if timer is not None:
                 self._timers[timer.thread_id] = dataclasses.replace(

@@ -86,6 +86,7 @@ class SqlSaver(SqlWrites, SqlRuns, BaseCheckpointSaver, RunIndex):
             names.checkpoint_id: Rule.CHECKPOINT_ID,
             names.step: Rule.STEP,
             names.root: Rule.ROOT,
+            names.successor: Rule.SUCCESSOR,
         }
         self._write_key = names.write
         # (the one-first-checkpoint-per-thread index exists only where partial indexes do)
@@ -164,6 +165,7 @@ class SqlSaver(SqlWrites, SqlRuns, BaseCheckpointSaver, RunIndex):
             "base_id": encoded.chain.base_id,
             "budget": encoded.chain.budget,
             "depth": encoded.chain.depth,
+            "successor_of": checkpoint.successor_of,
         }
         return row, encoded
 
@@ -204,6 +206,7 @@ class SqlSaver(SqlWrites, SqlRuns, BaseCheckpointSaver, RunIndex):
                     "checkpoint_id": checkpoint.checkpoint_id,
                     "run_id": checkpoint.run_id,
                     "step": checkpoint.step,
+                    "successor_of": checkpoint.successor_of,
                 }
                 stored = self._read(self._sql.colliding, params)
                 rule = rule_of_collision(checkpoint, stored, roots_unique=self._roots_unique)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langgraph_celery.checkpoint.base import Checkpoint, CheckpointKind, PendingWrite
-from langgraph_celery.errors import GraphStateError
+from langgraph_celery.errors import CheckpointConflictError, GraphStateError
 from langgraph_celery.graph import _loop
 from langgraph_celery.graph._engine_base import Store, new_id
 from langgraph_celery.graph._engine_steps import Stepping, StepResult
@@ -37,16 +37,28 @@ class Engine(Stepping):
         self, graph_input: GraphInput, config: RunnableConfig, store: Store | None = None
     ) -> tuple[Checkpoint, NodeOutput | None]:
         """The checkpoint a run starts from, saved (with ``store`` if given), and the START
-        output (none on resume)."""
+        output (none on resume).  Started from the thread's latest checkpoint, it starts again
+        from a later step of that checkpoint's run stored meanwhile (a cancelled run's step
+        that was finishing: see :func:`_loop.overtaken`), at most ``_loop.LATE_STEPS`` times."""
         thread_id = self.require_thread(config) if self.saver is not None else config.thread_id
-        base = None
-        if self.saver is not None and thread_id is not None:
+        if self.saver is None or thread_id is None:
+            return await self.begin_from(None, graph_input, config, store=store)
+        for attempt in range(_loop.LATE_STEPS + 1):
             base = await self.io(self.saver.get, thread_id, config.checkpoint_id)
             if base is None and config.checkpoint_id is not None:
                 raise GraphStateError(
                     f"thread {thread_id!r} has no checkpoint {config.checkpoint_id!r}"
                 )
-        return await self.begin_from(base, graph_input, config, store=store)
+            try:
+                return await self.begin_from(base, graph_input, config, store=store)
+            except CheckpointConflictError:
+                # A step of the thread's cancelled run, finishing, went on from the latest
+                # checkpoint first (one successor per checkpoint): start again from it.
+                if config.checkpoint_id is not None or attempt == _loop.LATE_STEPS:
+                    raise
+                if not _loop.overtaken(base, await self.io(self.saver.get, thread_id)):
+                    raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def begin_from(
         self,
@@ -84,6 +96,11 @@ class Engine(Stepping):
                 base, config, "fork", resumed, run_id=run_id, added=added, store=store
             )
             return forked, None
+        branch = False
+        if forking:  # (a new run from the checkpoint named: a branch unless it is the latest)
+            assert base is not None and self.saver is not None
+            latest = await self.io(self.saver.get, base.thread_id)
+            branch = not _loop.same_run(base, latest, config.checkpoint_id)
         values = dict(base.values) if base is not None else initial_values(self.spec.schema)
         ops: Ops = {}
         if graph_input.value:
@@ -105,6 +122,7 @@ class Engine(Stepping):
                 metadata={"source": "input", "update": graph_input.value or {}},
                 kind=CheckpointKind.INPUT,
                 delta=ops if base is not None and not fresh else None,
+                branch=branch,
             ),
             store,
         )
@@ -168,7 +186,8 @@ class Engine(Stepping):
         store: Store | None = None,
     ) -> Checkpoint:
         """The checkpoint after ``base`` that runs its pending tasks again (a resume, a fork):
-        the same run if ``base`` is the thread's latest, else a new run (``run_id`` if given)."""
+        the same run if ``base`` is the thread's latest (``base``'s successor), else a new run
+        (``run_id`` if given) on a branch."""
         assert self.saver is not None
         values = dict(base.values)
         ops: Ops = {}
@@ -193,6 +212,7 @@ class Engine(Stepping):
             metadata={"source": source, "update": dict(update or {})},
             kind=CheckpointKind(source),
             delta=ops,
+            branch=not same_run,
             store=store,
         )
         if base_writes is None:
@@ -226,7 +246,8 @@ class Engine(Stepping):
         """Store what ``update_state`` writes after ``base`` (the checkpoint the call names, else
         the thread's latest ``latest``; ``None`` on a new thread): ``values`` merged through the
         reducers; ``next`` what ``as_node``'s edges pick, else ``base``'s.  It continues
-        ``base``'s run when ``base`` is the latest (a parked run is resumed after it)."""
+        ``base``'s run when ``base`` is the latest (a parked run is resumed after it), as its
+        successor; from an older checkpoint it is a branch, of a new run."""
         thread_id = self.require_thread(config)
         self.check_owner(latest or base)
         merged = dict(base.values) if base is not None else initial_values(self.spec.schema)
@@ -257,6 +278,7 @@ class Engine(Stepping):
                 metadata={"source": "update", "update": dict(values or {}), "as_node": as_node},
                 kind=CheckpointKind.UPDATE,
                 delta=ops if base is not None else None,
+                branch=base is not None and not same_run,
             ),
             store,
         )

@@ -15,7 +15,7 @@ from typing import Any
 
 from langgraph_celery.checkpoint.base import Checkpoint, PendingTask
 from langgraph_celery.checkpoint.index import RunStatus
-from langgraph_celery.errors import GraphError, NodeError
+from langgraph_celery.errors import CheckpointConflictError, GraphError, NodeError
 from langgraph_celery.graph import _loop, _sync
 from langgraph_celery.graph._durable import Keeper
 from langgraph_celery.graph._engine import Engine
@@ -294,6 +294,15 @@ async def run_local(
             try:
                 result = await engine.finish(checkpoint, updates, config, keeper)
             except GraphError as error:
+                if outcome.cancelled and isinstance(error, CheckpointConflictError):
+                    # Cancelled while the step ran, and a new run went on from the step's
+                    # checkpoint first (a checkpoint has one successor): the step is not
+                    # stored; its updates stay at its checkpoint (a fork of it finds them).
+                    if keeper is None:
+                        await _keep_writes(engine, checkpoint, checkpoint.tasks, updates)
+                    status = RunStatus.CANCELLED
+                    outcome.value, outcome.done = None, True
+                    return
                 # Every node ran, the step failed as a whole (conflicting writes, a route): keep
                 # the updates, as the Celery workers do, so that a resume merges them again.
                 if keeper is not None:
@@ -324,12 +333,18 @@ async def run_local(
 async def _flushed(keeper: Keeper, status: RunStatus | None) -> Checkpoint:
     """Where the run stops, its checkpoints stored (``"async"``, ``"exit"``).  A store that
     fails fails the run; when the run is failing already, its own error is what the caller sees
-    (the store's is logged) and the run is recorded where it was last stored."""
-    if sys.exc_info()[1] is None:
-        return await keeper.flush()
+    (the store's is logged) and the run is recorded where it was last stored.  A cancelled
+    run's step refused because a new run went on from the run's last stored checkpoint first
+    (one successor per checkpoint) is dropped: the run is recorded where it was last stored."""
+    failing = sys.exc_info()[1] is not None
     try:
         return await keeper.flush()
     except Exception as error:
+        if status is RunStatus.CANCELLED and isinstance(error, CheckpointConflictError):
+            log.info("run %s: cancelled, its last step not stored: %s", keeper.stored.run_id, error)
+            return keeper.stored
+        if not failing:
+            raise
         log.error("run %s: storing its last step failed: %s", keeper.stored.run_id, error)
         return keeper.stored
 

@@ -37,6 +37,7 @@ from langgraph_celery.checkpoint.index import RunStatus
 from langgraph_celery.errors import GraphError, GraphRecursionError, NodeError
 
 __all__ = [
+    "LATE_STEPS",
     "Action",
     "Decision",
     "Extra",
@@ -57,8 +58,10 @@ __all__ = [
     "is_resumed",
     "keeps_unstored",
     "next_extra",
+    "overtaken",
     "rebased",
     "recursion_error",
+    "same_run",
     "status_of",
     "steps_taken",
     "stores_behind",
@@ -477,7 +480,29 @@ def foreign_graph(checkpoint: Checkpoint | None, graph_id: str | None) -> str | 
 
 def same_run(base: Checkpoint, latest: Checkpoint | None, checkpoint_id: str | None) -> bool:
     """Whether a transition out of ``base`` continues its run: yes when ``base`` is the
-    thread's latest (a resume, an update); a fork of an older checkpoint starts a new run."""
+    thread's latest (a resume, an update); a fork of an older checkpoint starts a new run.
+    It is also whether what the transition stores is ``base``'s successor (the saver keeps
+    one per checkpoint) rather than a branch (:attr:`Checkpoint.branch`)."""
     if checkpoint_id is None:
         return True
     return latest is not None and latest.checkpoint_id == base.checkpoint_id
+
+
+#: How many late steps of a cancelled run a start, resume or update starts again after (see
+#: :func:`overtaken`).
+LATE_STEPS: Final = 3
+
+
+def overtaken(base: Checkpoint | None, now: Checkpoint | None) -> bool:
+    """Whether ``now``, the thread's latest checkpoint after a store going on from ``base``
+    (the latest when it was read) was refused, is a later step of ``base``'s run: a step that
+    was finishing when the run was cancelled stored its checkpoint first (the saver keeps one
+    successor per checkpoint, and one checkpoint per step).  Then the start, resume or
+    ``update_state`` goes on from ``now`` instead, taking the late step up."""
+    return (
+        base is not None
+        and now is not None
+        and now.checkpoint_id != base.checkpoint_id
+        and now.run_id == base.run_id
+        and now.step > base.step
+    )

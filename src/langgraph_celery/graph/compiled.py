@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint
-from langgraph_celery.errors import GraphStateError
-from langgraph_celery.graph import _sync
+from langgraph_celery.errors import CheckpointConflictError, GraphStateError
+from langgraph_celery.graph import _loop, _sync
 from langgraph_celery.graph._engine import Engine, new_id
 from langgraph_celery.graph._local import Outcome, run_local
 from langgraph_celery.graph.builder import GraphSpec
@@ -69,18 +69,29 @@ class _LocalSource:
     async def update_state(
         self, config: RunnableConfig, values: Mapping[str, Any] | None, as_node: str | None
     ) -> Checkpoint:
+        """An update of the thread's latest checkpoint goes on from a later step of its run
+        stored meanwhile (a cancelled run's step that was finishing: ``_loop.overtaken``)."""
         engine = self.engine
-        assert engine.saver is not None
+        saver = engine.saver
+        assert saver is not None
         thread_id = engine.require_thread(config)
-        base = await engine.io(engine.saver.get, thread_id, config.checkpoint_id)
-        if base is None and config.checkpoint_id is not None:
-            raise GraphStateError(
-                f"thread {thread_id!r} has no checkpoint {config.checkpoint_id!r}"
-            )
-        latest = base
-        if config.checkpoint_id is not None:
-            latest = await engine.io(engine.saver.get, thread_id)
-        return await engine.update(base, latest, values, as_node, config)
+        for attempt in range(_loop.LATE_STEPS + 1):
+            base = await engine.io(saver.get, thread_id, config.checkpoint_id)
+            if base is None and config.checkpoint_id is not None:
+                raise GraphStateError(
+                    f"thread {thread_id!r} has no checkpoint {config.checkpoint_id!r}"
+                )
+            latest = base
+            if config.checkpoint_id is not None:
+                latest = await engine.io(saver.get, thread_id)
+            try:
+                return await engine.update(base, latest, values, as_node, config)
+            except CheckpointConflictError:
+                if config.checkpoint_id is not None or attempt == _loop.LATE_STEPS:
+                    raise
+                if not _loop.overtaken(latest, await engine.io(saver.get, thread_id)):
+                    raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 class GraphStream(Iterator[NodeOutput], AsyncIterator[NodeOutput]):

@@ -5,11 +5,12 @@ Two classes of tests, one per half of the saver contract:
 * :class:`SaverConformance`: what every
   :class:`~langgraph_celery.checkpoint.BaseCheckpointSaver` must do (the in-process executor
   needs no more): storing, reading and listing checkpoints with their values' types, pending
-  writes (the first write wins), the three uniqueness rules under concurrent writers, release,
-  serialization failures that store nothing, several handles on one store, checkpoints given
-  with a ``delta`` (chains, whole values between them, forks, a delta whose parent was never
-  stored: whatever a saver stores, it reads back the same values), deleting and pruning
-  threads (``delete_thread``, ``prune``);
+  writes (the first write wins), the four uniqueness rules under concurrent writers (one
+  successor per checkpoint among them; a fork marked ``Checkpoint.branch`` shares its
+  parent), release, serialization failures that store nothing, several handles on one store,
+  checkpoints given with a ``delta`` (chains, whole values between them, forks, a delta whose
+  parent was never stored: whatever a saver stores, it reads back the same values), deleting
+  and pruning threads (``delete_thread``, ``prune``);
 * :class:`RunIndexConformance`: what a saver that runs graphs on Celery must also do as a
   :class:`~langgraph_celery.checkpoint.RunIndex`: claims, timers, a checkpoint stored with its
   timer change, the run lookup, run records, and finding completed threads

@@ -119,7 +119,7 @@ class DeltaConformance(SaverFixtures):
         orphan = make_checkpoint(
             3, values={"messages": ["a", "b"]}, delta={"messages": [["add", ["b"]]]}
         )
-        saver.put(orphan)  # (its parent, "ck-parent", is not stored)
+        saver.put(orphan)  # (its parent, "ck-parent-<hex>", is not stored)
         for handle in (saver, saver_factory()):
             assert handle.get(THREAD) == orphan
 
@@ -135,6 +135,7 @@ class DeltaConformance(SaverFixtures):
             values=fork_values,
             parent_id=middle.checkpoint_id,
             delta={"messages": [["add", ["forked"]]]},
+            branch=True,  # (a fork: the middle checkpoint's successor is stored already)
         )
         saver.put(fork)
         on = make_checkpoint(

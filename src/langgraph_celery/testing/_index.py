@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -138,10 +139,10 @@ class RunIndexConformance(ExpiryConformance):
     ) -> None:
         saver.put(_stored("c1", 0, parent=None))
         saver.set_timer("t1", "r2", "g", "stall", T0)  # a newer run's timer stays
-        saver.put_with_timer(_stored("c2", 1), None)
+        saver.put_with_timer(_stored("c2", 1, parent="c1"), None)
         assert [t.run_id for t in saver.due_timers(T0)] == ["r2"]
         saver.set_timer("t1", "r1", "g", "stall", T0)
-        saver.put_with_timer(_stored("c3", 2), None)
+        saver.put_with_timer(_stored("c3", 2, parent="c2"), None)
         assert saver.due_timers(T0 + timedelta(hours=1)) == []
         assert [c.checkpoint_id for c in saver.list("t1")] == ["c3", "c2", "c1"]
 
@@ -183,6 +184,32 @@ class RunIndexConformance(ExpiryConformance):
         with pytest.raises(CheckpointConflictError):
             saver.put_with_timer(_stored("c1", 3), Timer("t1", "r1", "g", "stall", T0), record)
         assert saver.get_run("r1") == other
+
+    def test_put_with_timer_refused_as_a_second_successor_changes_nothing(self, saver: Any) -> None:
+        """A new run's first checkpoint (stored with its timer and its record) going on from a
+        checkpoint that a late step of the previous run went on from first is refused: the
+        thread keeps its timer, and (where the saver stores them at once) no record of the new
+        run is stored; as a branch the same checkpoint is stored with both."""
+        saver.put(_stored("c1", 0, parent=None))
+        saver.put(_stored("c2", 1, parent="c1"))  # (the late step, first)
+        saver.set_timer("t1", "r1", "g", "deadline", T0)
+        new_run = _stored("n1", 1, run="r2", parent="c1")
+        record = RunRecord("r2", "t1", "g", RunStatus.RUNNING, "agent", T0, T0)
+        stall = Timer("t1", "r2", "g", "stall", T0 + timedelta(seconds=9))
+        with pytest.raises(CheckpointConflictError, match="went on from it first"):
+            saver.put_with_timer(new_run, stall, record)
+        assert [(t.run_id, t.kind) for t in saver.due_timers(T0 + timedelta(hours=1))] == [
+            ("r1", "deadline")
+        ]
+        with pytest.raises(CheckpointConflictError, match="went on from it first"):
+            saver.put_with_timer(new_run, None, record)
+        if not _puts_in_turn(saver):
+            assert saver.get_run("r2") is None
+        assert [c.checkpoint_id for c in saver.list("t1")] == ["c2", "c1"]
+        saver.put_with_timer(dataclasses.replace(new_run, branch=True), stall, record)
+        assert saver.get("t1") == new_run
+        assert saver.due_timers(T0 + timedelta(hours=1)) == [stall]
+        assert saver.get_run("r2") == record
 
     def test_put_with_the_record_of_another_run_is_an_error(self, saver: Any) -> None:
         record = RunRecord("r9", "t1", "g", RunStatus.RUNNING, None, T0, T0)

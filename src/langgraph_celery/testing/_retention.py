@@ -140,7 +140,8 @@ class PruneConformance(SaverFixtures):
         """A late task of a kept checkpoint's step finds the step done (and could not store it
         again), though the checkpoint that step stored was pruned."""
         _chain(saver, "t1", [("x0", "r1", True), ("x1", "r1", False)])
-        saver.put(Checkpoint("t1", "fork", "r2", 1, {}, tasks=_TASK, parent_id="x0"))
+        fork = Checkpoint("t1", "fork", "r2", 1, {}, tasks=_TASK, parent_id="x0", branch=True)
+        saver.put(fork)  # (a fork of x0, whose successor x1 is)
         saver.put(Checkpoint("t1", "last", "r3", 0, {}, parent_id="fork"))
 
         result = saver.prune("t1", keep_last=1)
@@ -186,9 +187,17 @@ class PruneConformance(SaverFixtures):
         saver.put_writes("t1", "f1", "__error__", "node", {"node_id": "node"}, error)
         saver.put_writes("t1", "k0", "__cancel__", "__END__", {}, cancel)
         update = Checkpoint(
-            "t1", "u1", "updated", 1, {}, tasks=_TASK, parent_id="u0", kind=CheckpointKind.UPDATE
+            "t1",
+            "u1",
+            "updated",
+            1,
+            {},
+            tasks=_TASK,
+            parent_id="u0",
+            kind=CheckpointKind.UPDATE,
+            branch=True,
         )
-        saver.put(update)  # (update_state stored it: parked until a resume)
+        saver.put(update)  # (update_state of u0, which x0 goes on from: parked until a resume)
         saver.put(Checkpoint("t1", "x2", "running", 2, {}, tasks=_TASK, parent_id="x1"))
 
         result = saver.prune("t1", keep_last=1)

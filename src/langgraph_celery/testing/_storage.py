@@ -21,6 +21,7 @@ from langgraph_celery.checkpoint import (
 from langgraph_celery.errors import SerializationError
 from langgraph_celery.testing._delta import DeltaConformance
 from langgraph_celery.testing._retention import PruneConformance
+from langgraph_celery.testing._successors import SuccessorConformance
 from langgraph_celery.testing._support import THREAD, make_checkpoint, race
 
 __all__ = ["SaverConformance"]
@@ -30,6 +31,7 @@ _RULE_WORDS = {
     "id": "checkpoint ids must be unique",
     "step": "stored this step first",
     "root": "another run started on this new thread",
+    "successor": "went on from it first",
 }
 
 
@@ -37,12 +39,12 @@ class _Opaque:
     """A value no serializer allows."""
 
 
-class SaverConformance(PruneConformance, DeltaConformance):
+class SaverConformance(PruneConformance, DeltaConformance, SuccessorConformance):
     """What every :class:`~langgraph_celery.checkpoint.BaseCheckpointSaver` must do: storing,
-    reading and listing checkpoints, pending writes, uniqueness under concurrent writers,
-    release, serialization failures; checkpoints given with a delta (``testing/_delta.py``);
-    and retention (``delete_thread``, ``prune``: see
-    ``testing/_retention.py``).  Subclass it in a test module and override
+    reading and listing checkpoints, pending writes, uniqueness under concurrent writers (one
+    successor per checkpoint: ``testing/_successors.py``), release, serialization failures;
+    checkpoints given with a delta (``testing/_delta.py``); and retention (``delete_thread``,
+    ``prune``: see ``testing/_retention.py``).  Subclass it in a test module and override
     :meth:`saver_factory` (see :mod:`langgraph_celery.testing`)."""
 
     def test_unknown_thread_is_empty(self, saver: BaseCheckpointSaver) -> None:
@@ -229,23 +231,42 @@ class SaverConformance(PruneConformance, DeltaConformance):
     ) -> None:
         """Ids that spell the names of columns and constraints do not confuse the saver about which
         rule a refused checkpoint broke."""
-        thread = "thread checkpoint_id step parent_id ckpt_id_uq ckpt_step_uq ckpt_root_uq"
-        run = "run checkpoint_id ckpt_id_uq ckpt_root_uq"
+        thread = (
+            "thread checkpoint_id step parent_id successor_of ckpt_id_uq ckpt_step_uq "
+            "ckpt_root_uq ckpt_successor_uq"
+        )
+        run = "run checkpoint_id ckpt_id_uq ckpt_root_uq ckpt_successor_uq"
         first = make_checkpoint(
             0, thread=thread, run=run, checkpoint_id="ck step ckpt_step_uq", parent_id=None
         )
-        saver.put(first)
+        stored = [saver.put(first)]
+        if rule == "successor":  # (a successor of the first, which the refused one would be)
+            second = make_checkpoint(
+                1,
+                thread=thread,
+                run=run,
+                checkpoint_id="ck successor_of",
+                parent_id=first.checkpoint_id,
+            )
+            stored.insert(0, saver.put(second))
         refused = {
             "id": make_checkpoint(1, thread=thread, run=run, checkpoint_id=first.checkpoint_id),
             "step": make_checkpoint(0, thread=thread, run=run, checkpoint_id="ck other ckpt_id_uq"),
             "root": make_checkpoint(0, thread=thread, run="run-2 step", parent_id=None),
+            "successor": make_checkpoint(
+                0,
+                thread=thread,
+                run="run-2 step ckpt_step_uq",
+                checkpoint_id="ck ckpt_root_uq",
+                parent_id=first.checkpoint_id,
+            ),
         }[rule]
         with pytest.raises(CheckpointConflictError) as caught:
             saver.put(refused)
         message = str(caught.value)
         assert _RULE_WORDS[rule] in message, message
         assert not any(words in message for other, words in _RULE_WORDS.items() if other != rule)
-        assert list(saver.list(thread)) == [first]
+        assert list(saver.list(thread)) == stored
 
     def test_threads_racing_to_store_a_first_checkpoint_store_one(
         self, saver: BaseCheckpointSaver

@@ -27,9 +27,11 @@ def make_checkpoint(
     **fields: Any,
 ) -> Checkpoint:
     """A checkpoint of ``thread``, ``run`` and ``step`` with a fresh id and ``{"step": step}`` as
-    values unless given.  It has a parent (``"ck-parent"``) unless ``parent_id=None`` is given:
-    a thread has only one checkpoint without a parent."""
-    fields.setdefault("parent_id", "ck-parent")
+    values unless given.  It has a parent of its own (``"ck-parent-<hex>"``, not stored) unless
+    ``parent_id`` is given: a thread has only one checkpoint without a parent (``parent_id=None``),
+    and one successor per checkpoint (give ``branch=True`` for a fork of a checkpoint that
+    another one already goes on from)."""
+    fields.setdefault("parent_id", f"ck-parent-{uuid.uuid4().hex}")
     return Checkpoint(
         thread_id=thread,
         checkpoint_id=checkpoint_id or f"ck-{uuid.uuid4().hex}",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_celery.checkpoint.base import Checkpoint, CheckpointView, WriteKind
 from langgraph_celery.errors import GraphStateError
+from langgraph_celery.graph import _loop
 from langgraph_celery.graph._loop import Mark, RunStatus, Status
 from langgraph_celery.worker._following import status_of
 from langgraph_celery.worker._store_calls import store as _store
@@ -117,17 +118,12 @@ def release(runtime: GraphRuntime, latest: Checkpoint | None, token: str | None)
     _store(saver.delete_write, latest.thread_id, latest.checkpoint_id, Mark.CLAIM, token)
 
 
-def overtaken(runtime: GraphRuntime, resumed: Checkpoint | None) -> bool:
-    """Whether a later step of ``resumed``'s run was stored after a resume read it: a step
-    that was finishing when the run was cancelled stores its checkpoint (marked cancelled
-    too), and the resume (or ``update_state``), refused as the second writer of that step,
-    starts again from it."""
-    if resumed is None:
+def overtaken(runtime: GraphRuntime, latest: Checkpoint | None) -> bool:
+    """Whether a later step of ``latest``'s run was stored after a start, resume or
+    ``update_state`` read ``latest`` as the thread's latest: a step that was finishing when
+    the run was cancelled stores its checkpoint (marked cancelled too), and the change,
+    refused as a second successor of ``latest`` (or the second writer of that step), starts
+    again from it (the rule is :func:`_loop.overtaken`)."""
+    if latest is None:
         return False
-    now = _store(runtime.saver.get, resumed.thread_id)
-    return (
-        now is not None
-        and now.checkpoint_id != resumed.checkpoint_id
-        and now.run_id == resumed.run_id
-        and now.step > resumed.step
-    )
+    return _loop.overtaken(latest, _store(runtime.saver.get, latest.thread_id))

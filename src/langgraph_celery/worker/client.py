@@ -35,10 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CelerySource", "read_status", "status_of"]
 
-#: How many late steps of a cancelled run a resume starts again after (see
-#: ``_claims.overtaken``).
-_LATE_STEPS = 3
-
 
 class CelerySource(Follower):
     """Runs of one graph on Celery, as ``CompiledGraph`` drives them: started, resumed and
@@ -66,7 +62,7 @@ class CelerySource(Follower):
             check_backend(runtime.executor.app)
         if graph_input.value:  # a value that cannot be stored fails before the claim
             runtime.saver.serializer.dumps(dict(graph_input.value))
-        for attempt in range(_LATE_STEPS + 1):
+        for attempt in range(_loop.LATE_STEPS + 1):
             view, claim = _claims.claim_thread(runtime, thread_id)
             latest = view.checkpoint
             if (
@@ -93,12 +89,14 @@ class CelerySource(Follower):
             except CheckpointConflictError:
                 _claims.release(runtime, latest, claim)
                 if (
-                    not continues
-                    or attempt == _LATE_STEPS
+                    config.checkpoint_id is not None
+                    or attempt == _loop.LATE_STEPS
                     or not _claims.overtaken(runtime, latest)
                 ):
                     raise
-                continue  # resume from the late step's checkpoint instead
+                # a late step of the thread's cancelled run went on from the latest first:
+                # start (or resume) from that step's checkpoint instead
+                continue
             except BaseException:
                 # Nothing was stored (a failing entry route, a value the reducers refuse, the
                 # other of two first runs): the thread stays as it was (timer included) and usable.
@@ -142,7 +140,7 @@ class CelerySource(Follower):
     ) -> Checkpoint:
         runtime = self.runtime
         thread_id = runtime.engine.require_thread(config)
-        for attempt in range(_LATE_STEPS + 1):
+        for attempt in range(_loop.LATE_STEPS + 1):
             view, claim = _claims.claim_thread(runtime, thread_id)
             latest = view.checkpoint
             try:
@@ -159,7 +157,7 @@ class CelerySource(Follower):
                 latest_named = config.checkpoint_id is None
                 if (
                     not latest_named
-                    or attempt == _LATE_STEPS
+                    or attempt == _loop.LATE_STEPS
                     or not _claims.overtaken(runtime, latest)
                 ):
                     raise

@@ -460,6 +460,11 @@ class GraphRuntime:
         try:
             result = await self.engine.finish(checkpoint, writes, config, self.store_step)
         except CheckpointConflictError:
+            # Another copy of the step stored it, or (the run cancelled meanwhile) a new run
+            # went on from the step's checkpoint first: this one stops.  A step of one task
+            # has not recorded its update: it is kept there, as a step of several keeps its
+            # tasks' (a fork of the checkpoint finds it; the first write wins).
+            self.keep_update(checkpoint, writes)
             return TaskResult(TaskStatus.MERGED_ELSEWHERE)
         except GraphError as error:
             self.step_failed(checkpoint, writes, error)
@@ -511,8 +516,14 @@ class GraphRuntime:
         self, checkpoint: Checkpoint, writes: Mapping[str, Mapping[str, Any]], error: GraphError
     ) -> None:
         """Every node of ``checkpoint``'s step ran but the step failed as a whole (a route, a
-        reducer): keep their updates (a step of one task has not recorded its update yet), as
-        the in-process executor does, so that a resume merges them again; the run fails."""
+        reducer): keep their updates (see :meth:`keep_update`), as the in-process executor
+        does, so that a resume merges them again; the run fails."""
+        self.keep_update(checkpoint, writes)
+        self.mark_failed(checkpoint, Failure.of_error(checkpoint.next[-1], error))
+
+    def keep_update(self, checkpoint: Checkpoint, writes: Mapping[str, Mapping[str, Any]]) -> None:
+        """Record the update of a step of one task as a pending write of ``checkpoint`` (a
+        step of several tasks has recorded each already), for a step that is not stored."""
         if len(checkpoint.tasks) == 1:
             only = checkpoint.tasks[0]
             # (not kept if the update itself is what the store refuses)
@@ -524,7 +535,6 @@ class GraphRuntime:
                     only.node,
                     dict(writes.get(only.id) or {}),
                 )
-        self.mark_failed(checkpoint, Failure.of_error(checkpoint.next[-1], error))
 
     def resume(self, envelope: TaskEnvelope) -> dict[str, Any]:
         """The body of the resume task: carry out the resumed checkpoint's next decision."""
