@@ -17,44 +17,37 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from celery.exceptions import SoftTimeLimitExceeded
-
-from langgraph_celery._clone import clone_value
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
     CheckpointKind,
     PendingTask,
-    PendingWrite,
     Timer,
 )
 from langgraph_celery.checkpoint.index import RunIndex, RunStatus
 from langgraph_celery.errors import (
     CheckpointConflictError,
     GraphError,
-    NodeError,
     SerializationError,
 )
 from langgraph_celery.graph import _loop
 from langgraph_celery.graph._engine import Engine
 from langgraph_celery.graph._loop import Action, Decision, Extra, Failure, Mark, Parking, StepMarks
 from langgraph_celery.graph._streaming import discard
-from langgraph_celery.graph._subgraph import parking_of
 from langgraph_celery.graph._sync import run_sync
 from langgraph_celery.graph.config import DURABILITY_MODES, RunnableConfig
 from langgraph_celery.graph.retry import RetryPolicy, _RetryHook
-from langgraph_celery.graph.types import END, GraphInterrupt
 from langgraph_celery.serde import JsonSerializer
 from langgraph_celery.worker import carried as carried_steps
-from langgraph_celery.worker import endings, names, subgraphs
+from langgraph_celery.worker import names, node_task, subgraphs
 from langgraph_celery.worker.carry import Carried, Carrier
 from langgraph_celery.worker.envelope import TaskEnvelope
 from langgraph_celery.worker.results import TaskResult, TaskStatus
-from langgraph_celery.worker.streaming import output_sink, publish_step
+from langgraph_celery.worker.streaming import publish_step
 
 if TYPE_CHECKING:
     from langgraph_celery.graph.compiled import CompiledGraph
@@ -273,167 +266,8 @@ class GraphRuntime:
         redelivered: bool = False,
         carried: bool = False,
     ) -> dict[str, Any]:
-        """The body of a node task; ``retry(countdown, exc)`` asks Celery to retry it;
-        ``redelivered``: the broker delivers the message again (its worker process died);
-        ``carried``: the step's checkpoint is carried in the result backend (durability exit
-        or async).
-
-        One read (the checkpoint, its writes, its parent's marks) and, for a step of one task,
-        one compare-and-set write: the update goes straight into the next checkpoint.  A step of
-        several tasks records each update as a pending write first.  A node that fails for good
-        raises (after its failure is recorded), so Celery records the task as failed.
-        """
-        held: Carried | None = None
-        if carried:
-            view, held = carried_steps.carried_view(self, envelope, redelivered)
-        else:
-            # the saver's cached values, uncopied: the node reads them through CopyOnRead and
-            # nothing here changes them (a step costs what it changes, not the state's size)
-            view = self.saver._shared_view(envelope.thread_id, envelope.checkpoint_id)
-        checkpoint = view.checkpoint
-        if checkpoint is None:
-            log.warning(
-                "dropping task %s of thread %r: checkpoint %s no longer exists",
-                envelope.node,
-                envelope.thread_id,
-                envelope.checkpoint_id,
-            )
-            return TaskResult(TaskStatus.STALE, envelope.node).to_data()
-        task = next((t for t in checkpoint.tasks if t.id == envelope.task_id), None)
-        foreign = _loop.foreign_graph(checkpoint, self.engine.owner)
-        if (
-            task is None
-            or task.node != envelope.node
-            or foreign is not None
-            or not _loop.dispatchable(checkpoint)
-        ):
-            log.error(
-                "rejected message: checkpoint %s of thread %r has no task %r for node %r of "
-                "graph %r to run (kind %r)",
-                envelope.checkpoint_id,
-                envelope.thread_id,
-                envelope.task_id,
-                envelope.node,
-                self.graph_id,
-                checkpoint.kind.value,
-            )
-            return TaskResult(TaskStatus.REJECTED, envelope.node).to_data()
-        marks = StepMarks.of_view(view)
-        if (
-            marks.parent_cancelled
-            and not marks.cancelled
-            and checkpoint.kind in (CheckpointKind.LOOP, CheckpointKind.EDGES)
-        ):
-            # cancelled while the previous step was finishing: the run stops here
-            self.record(checkpoint, RunStatus.CANCELLED)
-            self.mark(checkpoint, Mark.CANCEL, END, {})
-            return TaskResult(TaskStatus.CANCELLED, task.node).to_data()
-        if marks.step_committed:
-            return TaskResult(TaskStatus.DUPLICATE, task.node).to_data()  # a redelivery
-        if marks.cancelled or (marks.stopped and len(checkpoint.tasks) == 1):
-            return TaskResult(TaskStatus.STOPPED, task.node).to_data()
-        if redelivered and task.id not in marks.updates:
-            endings.count_delivery(self, checkpoint, task, marks)
-        # A sibling failed or was interrupted: this node still runs and records its update, as
-        # every node of a step does in process, so that a resume finds the same writes.
-        parent_marks = view.parent_markers.values()
-        result = run_sync(
-            self._run_task(checkpoint, task, marks, parent_marks, retries, retry, held)
-        )
-        return result.to_data()
-
-    def _timed_out(self, node: str, error: Exception) -> Exception:
-        """Celery's soft time limit as the ``TimeoutError`` the node's timeout promises."""
-        if isinstance(error, SoftTimeLimitExceeded):
-            timeout = self.timeouts.get(node)
-            return TimeoutError(f"node {node!r} did not finish within its timeout of {timeout:g} s")
-        return error
-
-    async def _run_task(
-        self,
-        checkpoint: Checkpoint,
-        task: PendingTask,
-        marks: StepMarks,
-        parent_marks: Iterable[PendingWrite],
-        retries: int,
-        retry: Any,
-        carried: Carried | None = None,
-    ) -> TaskResult:
-        """Run the node (unless its update is in), record the update, and carry out what the
-        run loop decides for the step: one pass on the event loop for the whole task.  A
-        ``carried`` checkpoint is stored before the run parks or fails there."""
-        saver = self.saver
-        config = self.config_of(checkpoint)
-        notifier = self.executor.notifier
-        if notifier.can_publish():  # what the node streams goes to the run's outputs channel
-            root = subgraphs.stream_root(checkpoint)
-            sink = output_sink(
-                notifier,
-                self.serializer,
-                checkpoint,
-                task,
-                (self.graph_id, root) if root is not None else None,
-            )
-            config = config._for_runtime(sink=sink)
-        if task.node in self.children and task.id not in marks.updates:
-            # a compiled subgraph: its child run's nodes are tasks of their own
-            return await subgraphs.start_child(self, checkpoint, task)
-        if task.id not in marks.updates:
-            try:
-                # (the saver's values are shared: a node that opted out of CopyOnRead gets a copy)
-                values = checkpoint.values if config.clone_state else clone_value(checkpoint.values)
-                update = await self.engine.runner.run_task(task, values, config)
-            except GraphInterrupt as interrupt:
-                parking = parking_of(task.node, interrupt)
-                if carried is not None:
-                    stored = carried_steps.materialize(self, carried)
-                    if stored is None:
-                        return TaskResult(TaskStatus.MERGED_ELSEWHERE, task.node)
-                    checkpoint = stored
-                self.mark_parked(checkpoint, parking)
-                return TaskResult(TaskStatus.INTERRUPTED, task.node)
-            except Exception as raised:
-                error = self._timed_out(task.node, raised)
-                policy = self.policies.get(task.node)
-                attempt = retries + 1
-                if (
-                    policy is not None
-                    and not isinstance(error, GraphError)
-                    and policy.should_retry(error)
-                    and attempt < policy.max_attempts
-                ):
-                    retry(policy.delay(attempt), error)
-                if carried is not None:
-                    checkpoint = carried_steps.materialize(self, carried) or checkpoint
-                self.mark_failed(checkpoint, Failure.of_error(task.node, error))
-                if isinstance(error, GraphError):
-                    raise
-                raise NodeError(task.node, type(error).__name__, str(error)) from raised
-            if len(checkpoint.tasks) == 1:
-                marks = dataclasses.replace(marks, updates={task.id: update or {}})
-            else:
-                try:
-                    saver.put_writes(
-                        checkpoint.thread_id,
-                        checkpoint.checkpoint_id,
-                        task.id,
-                        task.node,
-                        update or {},
-                    )
-                except SerializationError as error:  # the store refuses the update: it fails
-                    self.mark_failed(checkpoint, Failure.of_error(task.node, error))
-                    raise
-                writes = saver.get_writes(checkpoint.thread_id, checkpoint.checkpoint_id)
-                marks = StepMarks.of(writes, parent_marks)
-        decision = _loop.decide_step(checkpoint.tasks, marks)
-        if decision.action is Action.WAIT:
-            return TaskResult(TaskStatus.WRITTEN, task.node)
-        if decision.action is not Action.COMMIT:
-            return TaskResult(TaskStatus.STOPPED, task.node)
-        # The task's result, stored once this returns, wakes the run's followers when the
-        # backend publishes it; else the worker publishes a wake-up for the step.
-        announce = not self.executor.notifier.steps_published_by_backend
-        return await self._commit(checkpoint, marks.updates, config, announce, carried)
+        """The body of a node task (``worker/node_task.py``)."""
+        return node_task.run_node(self, envelope, retries, retry, redelivered, carried)
 
     def commit(self, checkpoint: Checkpoint, writes: Mapping[str, Mapping[str, Any]]) -> TaskResult:
         """Store the next checkpoint from every update of ``checkpoint``'s step, and go on."""
