@@ -1,0 +1,201 @@
+"""The Celery tasks a :class:`~langgraph_celery.worker.executor.CeleryExecutor` registers on its
+app: one node task per graph node (its body is ``worker/node_task.py``'s), the resume task, the
+reaper's and the scheduled runs' start task; their options (acks late, store retries, time
+limits), failure and revoke hooks, and the registry of the app's graphs that they look runs up
+in.  Task names: ``worker/names.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from celery import signals
+from celery.exceptions import Reject, TimeLimitExceeded
+from sqlalchemy.exc import InterfaceError, OperationalError
+
+from langgraph_celery.worker import carry, endings, names
+from langgraph_celery.worker.envelope import MalformedMessage, TaskEnvelope
+
+if TYPE_CHECKING:
+    from langgraph_celery.worker.executor import CeleryExecutor
+    from langgraph_celery.worker.runtime import GraphRuntime
+
+__all__ = ["register_common_tasks", "register_node_task", "registry"]
+
+log = logging.getLogger("langgraph_celery.worker")
+
+_REGISTRY_ATTR = "_langgraph_celery_runtimes"
+#: A task whose checkpoint store is unreachable (a connection killed, a failover) runs again:
+#: nothing it applied would be applied twice.  Celery's own retries do it, with exponential
+#: backoff and jitter (up to 10 s apart, 20 times); the client's calls have their policy in
+#: ``worker/_store_calls.py``.
+_STORE_RETRY: dict[str, Any] = {
+    "autoretry_for": (OperationalError, InterfaceError),
+    "retry_backoff": 1,
+    "retry_backoff_max": 10,
+    "retry_jitter": True,
+    "max_retries": 20,
+}
+
+
+def registry(app: Any) -> dict[str, GraphRuntime]:
+    registry: dict[str, GraphRuntime] | None = getattr(app, _REGISTRY_ATTR, None)
+    if registry is None:
+        registry = {}
+        setattr(app, _REGISTRY_ATTR, registry)
+    return registry
+
+
+def _envelope_or_reject(
+    task_name: str, args: tuple[Any, ...], message: Mapping[str, Any]
+) -> TaskEnvelope:
+    try:
+        if args:
+            raise MalformedMessage(
+                f"{len(args)} positional argument(s); an envelope comes as keyword arguments"
+            )
+        return TaskEnvelope.from_message(message)
+    except MalformedMessage as error:
+        log.error("rejected malformed message for %s: %s", task_name, error)
+        raise Reject(f"malformed message: {error}", requeue=False) from None
+
+
+def register_node_task(
+    executor: CeleryExecutor, graph_id: str, node: str, timeout: float | None
+) -> None:
+    """Register the node's task; with ``timeout``, as Celery's soft time limit (the node
+    gets ``TimeoutError``) and a hard limit a little above it (the process is killed, the
+    message comes back and counts as a delivery: see ``max_deliveries``)."""
+    name = names.node_task_name(graph_id, node)
+    if name in executor.app.tasks:
+        return
+    app = executor.app
+
+    def run_node(task: Any, /, *args: Any, **message: Any) -> dict[str, Any]:
+        envelope = _envelope_or_reject(name, args, message)
+        runtime = registry(app).get(envelope.graph_id)
+        if runtime is None or envelope.graph_id != graph_id or envelope.node != node:
+            log.error(
+                "rejected message for %s: it names graph %r node %r",
+                name,
+                envelope.graph_id,
+                envelope.node,
+            )
+            raise Reject("message names another graph or node", requeue=False)
+
+        def retry(countdown: float, error: BaseException) -> None:
+            limit = float(app.conf.broker_transport_options.get("visibility_timeout", 3600))
+            raise task.retry(countdown=min(countdown, limit * 0.9), exc=error, max_retries=None)
+
+        request = task.request
+        redelivered = bool((request.delivery_info or {}).get("redelivered"))
+        carried = getattr(request, carry.HEADER, None) is True
+        return runtime.run_node(envelope, int(request.retries or 0), retry, redelivered, carried)
+
+    # Celery compiles a signature check named after the function: an identifier, whatever
+    # the node id ("review-check", "step 1"); the task's name is ``name``.
+    run_node.__name__ = "node_" + re.sub(r"[^0-9A-Za-z_]", "_", node)
+    # shared=False: a shared task would be added to every other app of the process too,
+    # running this app's graphs (registry, saver) on the other app's workers.
+    app.task(
+        name=name,
+        bind=True,
+        acks_late=True,
+        reject_on_worker_lost=True,
+        shared=False,
+        Request=executor._request_class,  # (worker/reconnect.py, worker/lost.py)
+        on_failure=_on_node_failure,
+        **_STORE_RETRY,
+        **_time_limits(timeout),
+    )(run_node)
+
+
+def register_common_tasks(executor: CeleryExecutor) -> None:
+    """Register the resume task, the reaper's and the scheduled runs' start task (once per app)."""
+    app = executor.app
+    if names.RESUME_TASK in app.tasks:
+        return
+
+    def resume(task: Any, /, *args: Any, **message: Any) -> dict[str, Any]:
+        envelope = _envelope_or_reject(names.RESUME_TASK, args, message)
+        runtime = registry(app).get(envelope.graph_id)
+        if runtime is None:
+            log.error("rejected resume: unknown graph %r", envelope.graph_id)
+            raise Reject(f"unknown graph {envelope.graph_id!r}", requeue=False)
+        return runtime.resume(envelope)
+
+    app.task(
+        name=names.RESUME_TASK,
+        bind=True,
+        acks_late=True,
+        shared=False,
+        Request=executor._request_class,
+        **_STORE_RETRY,
+    )(resume)
+
+    def reap_task(task: Any) -> dict[str, Any]:
+        from langgraph_celery.beat.reaper import reap
+
+        return reap(executor).to_data()
+
+    app.task(name=names.REAP_TASK, bind=True, shared=False)(reap_task)
+
+    def start(
+        task: Any, graph_id: str, name: str, input: Any = None, thread_id: str | None = None
+    ) -> dict[str, Any]:
+        from langgraph_celery.beat.schedules import start_scheduled
+
+        runtime = registry(app).get(graph_id)
+        if runtime is None:
+            log.error("rejected scheduled start: unknown graph %r", graph_id)
+            raise Reject(f"unknown graph {graph_id!r}", requeue=False)
+        return start_scheduled(runtime, name, input, thread_id)
+
+    app.task(name=names.START_TASK, bind=True, shared=False)(start)
+
+
+def _on_node_failure(
+    task: Any, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+) -> None:
+    """A node task's failure hook.  Past its hard time limit the worker's main process kills
+    the task's process and calls this (the message is acknowledged, nothing would run it
+    again): the run fails here, with the node's timeout as the reason."""
+    if not isinstance(exc, TimeLimitExceeded):
+        return  # (any other failure was recorded by the task itself)
+    try:
+        envelope = TaskEnvelope.from_message(kwargs)
+    except MalformedMessage:
+        return
+    runtime = registry(task.app).get(envelope.graph_id)
+    if runtime is not None:
+        endings.fail_past_hard_limit(runtime, envelope)
+
+
+def _on_task_revoked(sender: Any = None, request: Any = None, **_: Any) -> None:
+    """A node task revoked (from Flower, ``app.control.revoke``, with or without terminate):
+    its run is cancelled, as ``RunHandle.cancel`` would (a re-dispatch under the same task id
+    would be discarded by every worker for ``worker_revoke_expires``)."""
+    name = str(getattr(sender, "name", "") or "")
+    if not names.is_node_task(name) or request is None:
+        return
+    try:
+        envelope = TaskEnvelope.from_message(dict(request.kwargs or {}))
+    except MalformedMessage:
+        return
+    app = getattr(sender, "app", None)
+    runtime = registry(app).get(envelope.graph_id) if app is not None else None
+    if runtime is not None:
+        endings.cancel_revoked(runtime, envelope)
+
+
+signals.task_revoked.connect(_on_task_revoked, weak=False, dispatch_uid="langgraph_celery")
+
+
+def _time_limits(timeout: float | None) -> dict[str, float]:
+    """Celery's task options for a node limited to ``timeout`` seconds."""
+    if timeout is None:
+        return {}
+    return {"soft_time_limit": timeout, "time_limit": timeout + max(2.0, timeout * 0.1)}
