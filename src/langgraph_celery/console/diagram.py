@@ -21,7 +21,7 @@ import html
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
-from langgraph_celery.graph.builder import GraphSpec
+from langgraph_celery.graph._spec import GraphSpec
 from langgraph_celery.graph.draw import _edges
 from langgraph_celery.graph.types import END, START
 

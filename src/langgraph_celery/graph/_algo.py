@@ -14,7 +14,7 @@ from typing import Any
 
 from langgraph_celery.checkpoint.base import PendingTask
 from langgraph_celery.errors import GraphStateError, InvalidUpdateError
-from langgraph_celery.graph.builder import GraphSpec
+from langgraph_celery.graph._spec import GraphSpec
 from langgraph_celery.graph.state import Ops, apply_update
 from langgraph_celery.graph.types import END, Command, Send
 

@@ -21,7 +21,7 @@ from langgraph_celery.graph import _algo, _loop, _sync
 from langgraph_celery.graph._durable import Keeper
 from langgraph_celery.graph._loop import Extra
 from langgraph_celery.graph._runner import TaskRunner, _resolve
-from langgraph_celery.graph.builder import GraphSpec
+from langgraph_celery.graph._spec import GraphSpec
 from langgraph_celery.graph.config import CompileConfig, RunnableConfig
 from langgraph_celery.graph.state import AgentState, Ops, apply_update
 from langgraph_celery.graph.types import START, NodeOutput, StateSnapshot, StreamMode

@@ -35,8 +35,8 @@ from typing import Any
 
 from langgraph_celery.errors import GraphDefinitionError
 from langgraph_celery.graph._callables import CallableSpec
+from langgraph_celery.graph._spec import ConditionalEdge, GraphSpec, Hook, Join
 from langgraph_celery.graph._typed import TypedSchema
-from langgraph_celery.graph.builder import ConditionalEdge, GraphSpec, Hook, Join
 from langgraph_celery.graph.config import CompileConfig, check_id
 from langgraph_celery.graph.state import Channel
 from langgraph_celery.graph.types import END, START

@@ -22,9 +22,9 @@ from langgraph_celery.checkpoint.base import BaseCheckpointSaver, PendingTask
 from langgraph_celery.errors import InvalidUpdateError
 from langgraph_celery.graph._algo import GOTO, check_update, command_write
 from langgraph_celery.graph._callables import CallableSpec, is_async_callable
+from langgraph_celery.graph._spec import GraphSpec, Hook
 from langgraph_celery.graph._streaming import resolve, streaming_key
 from langgraph_celery.graph._sync import SHARED_POOL
-from langgraph_celery.graph.builder import GraphSpec, Hook
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.state import AgentState, CopyOnRead, apply_update, compose_updates
 from langgraph_celery.graph.types import Command

@@ -12,7 +12,7 @@ from langgraph_celery.graph.config import CompileConfig
 from langgraph_celery.graph.types import END, START
 
 if TYPE_CHECKING:
-    from langgraph_celery.graph.builder import GraphSpec
+    from langgraph_celery.graph._spec import GraphSpec
 
 __all__ = ["validate"]
 

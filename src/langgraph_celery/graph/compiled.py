@@ -11,7 +11,7 @@ from langgraph_celery.errors import CheckpointConflictError, GraphStateError
 from langgraph_celery.graph import _loop, _sync
 from langgraph_celery.graph._engine import Engine, new_id
 from langgraph_celery.graph._local import Outcome, run_local
-from langgraph_celery.graph.builder import GraphSpec
+from langgraph_celery.graph._spec import GraphSpec
 from langgraph_celery.graph.config import CompileConfig, RunnableConfig
 from langgraph_celery.graph.draw import draw
 from langgraph_celery.graph.state import AgentState

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from langgraph_celery.graph.builder import GraphSpec
+from langgraph_celery.graph._spec import GraphSpec
 from langgraph_celery.graph.types import END, START, GraphRepresentation
 
 __all__ = ["CONTROL_CHARACTERS", "draw"]
