@@ -1,8 +1,7 @@
 """Port of LangGraph4j's ``LG4JTest`` (``langgraph4j-core``), in process.
 
 Names through SPEC §1's table; each test's docstring names the Java test it ports and says
-where SPEC makes it differ.  ``testNestedNodeWrapHooks`` and ``testNestedNodeAndEdgeWrapHooks``
-were ported earlier, to ``tests/test_hooks.py``.  Not ported, being about Java alone:
+where SPEC makes it differ.  Not ported, being about Java alone:
 ``completableFutureException`` (``CompletableFuture.join``'s wrapping) and ``issue370`` (a
 ``LinkedHashMap`` collector with null values).
 """
@@ -13,7 +12,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from lg4j_support import MESSAGES_SCHEMA, make_node, messages
+from lg4j_support import (
+    EDGE_HOOKS,
+    MESSAGES_SCHEMA,
+    NODE_AFTER_CALL,
+    NODE_HOOKS,
+    NestedNodeHook,
+    make_node,
+    messages,
+    register_hook_channel,
+)
 
 from langgraph_celery import (
     END,
@@ -381,3 +389,78 @@ def test_handle_graph_run_exception() -> None:
     assert caught.value.__cause__ is None  # (it is the root cause)
     assert caught.value.node_id == "node_with_exception"
     assert caught.value.error_message == "test exception"
+
+
+# -- testNestedNodeWrapHooks, testNestedNodeAndEdgeWrapHooks ------------------------------
+
+
+def node_action(node_id: str) -> Any:
+    def action(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        assert config.node_id == node_id
+        return {"messages": node_id}
+
+    return action
+
+
+def nested_hooks_graph(schema: dict[str, Channel]) -> StateGraph:
+    graph = StateGraph(schema)
+    graph.add_wrap_call_node_hook(NestedNodeHook("wrap-global-1").wrap())
+    graph.add_before_call_node_hook(NestedNodeHook("before-global-1").before())
+    graph.add_before_call_node_hook(NestedNodeHook("before-global-2").before())
+    graph.add_after_call_node_hook(NestedNodeHook("after-global-1").after())
+    for node in ("node_1", "node_2", "node_3", "node_4"):
+        graph.add_node(node, node_action(node))
+    return graph
+
+
+TRACE = ["before-global-2", "before-global-1", "wrap-global-1"]
+
+
+def test_nested_node_wrap_hooks() -> None:
+    """``LG4JTest.testNestedNodeWrapHooks``"""
+    schema = {"messages": Channels.appender(), NODE_HOOKS: register_hook_channel()}
+    graph = nested_hooks_graph(schema)
+    graph.add_edge(START, "node_1").add_edge("node_1", "node_2").add_edge("node_2", "node_3")
+    graph.add_edge("node_3", "node_4").add_edge("node_4", END)
+
+    state = graph.compile().invoke(GraphInput.args({"input": "test1"}), RunnableConfig())
+    assert state.value("messages") == ["node_1", "node_2", "node_3", "node_4"]
+    hooks = state.value(NODE_HOOKS)
+    assert isinstance(hooks, dict)
+    assert "node_1" in hooks
+    for node in ("node_1", "node_2", "node_3", "node_4"):
+        assert hooks[node] == TRACE
+    assert state.value(NODE_AFTER_CALL) == 1  # (not asserted by LangGraph4j's test)
+
+
+def test_nested_node_and_edge_wrap_hooks() -> None:
+    """``LG4JTest.testNestedNodeAndEdgeWrapHooks``"""
+    schema = {
+        "messages": Channels.appender(),
+        NODE_HOOKS: register_hook_channel(),
+        EDGE_HOOKS: register_hook_channel(),
+    }
+
+    def after_edge_hook_go_to_end(
+        source_id: str, state: AgentState, config: RunnableConfig, last_result: Command
+    ) -> Command:
+        assert source_id == config.node_id
+        return Command(goto=END, update=last_result.update)
+
+    graph = nested_hooks_graph(schema)
+    graph.add_after_call_edge_hook("node_2", after_edge_hook_go_to_end)
+    graph.add_edge(START, "node_1").add_edge("node_1", "node_2")
+    graph.add_conditional_edges(
+        "node_2", lambda s, c: Command(goto="node_3"), {"node_3": "node_3", END: END}
+    )
+    graph.add_edge("node_3", "node_4").add_edge("node_4", END)
+
+    state = graph.compile().invoke(GraphInput.args({"input": "test1"}), RunnableConfig())
+    assert state.value("messages") == ["node_1", "node_2"]
+    hooks = state.value(NODE_HOOKS)
+    assert isinstance(hooks, dict)
+    assert "node_1" in hooks
+    assert hooks["node_1"] == TRACE
+    assert hooks["node_2"] == TRACE
+    assert hooks.get("node_3") is None
+    assert hooks.get("node_4") is None
