@@ -454,15 +454,12 @@ def test_cancelling_a_celery_stream_cancels_its_run(
     assert state.data["log"] == ["a", "b", "c"]
 
 
-@pytest.mark.parametrize("change", ["resume", "update_state"])
-def test_a_change_overtaken_by_a_late_step_of_its_cancelled_run_starts_from_that_step(
-    celery_stack: CeleryStack, thread: str, redis_client: Any, change: str
-) -> None:
-    """A cancel marks the run while node ``a`` still runs; ``a``'s step then stores its
-    checkpoint (cancelled too) between a resume (or ``update_state``) reading the thread and
-    storing its own checkpoint: refused as the second writer of that step, it starts again from
-    the late step's checkpoint (``a``'s update kept, ``a`` not run again) instead of failing
-    with a conflict."""
+def late_step_client(
+    celery_stack: CeleryStack, thread: str, redis_client: Any, name: str, armed: bool = True
+) -> tuple[Any, Any]:
+    """The ``slow`` graph compiled in a client of its own, whose saver, while ``armed``, lets
+    the held node ``a`` finish and waits for its step's checkpoint before this client stores
+    its first checkpoint (once); the compiled graph and the saver."""
     from lgc_graphs import slow
 
     from app_kit import make_app
@@ -470,9 +467,6 @@ def test_a_change_overtaken_by_a_late_step_of_its_cancelled_run_starts_from_that
     from langgraph_celery.checkpoint import SqlSaver
 
     class LateStepFirst(SqlSaver):
-        """Lets the held node finish, and waits for its step's checkpoint, before this client
-        stores its first checkpoint."""
-
         armed = True
 
         def let_the_late_step_in(self) -> None:
@@ -493,11 +487,25 @@ def test_a_change_overtaken_by_a_late_step_of_its_cancelled_run_starts_from_that
             return super().put_with_timer(checkpoint, timer, run)
 
     settings = celery_stack.settings
-    app, _ = make_app("late-step-client", settings, "LGC")
+    app, _ = make_app(name, settings, "LGC")
     saver = LateStepFirst(settings["LGC_DB_URL"], table_prefix=settings["LGC_TABLE_PREFIX"])
+    saver.armed = armed
     client = slow().compile(
         CompileConfig(checkpoint_saver=saver, executor=CeleryExecutor(app), graph_id="slow")
     )
+    return client, saver
+
+
+@pytest.mark.parametrize("change", ["resume", "update_state"])
+def test_a_change_overtaken_by_a_late_step_of_its_cancelled_run_starts_from_that_step(
+    celery_stack: CeleryStack, thread: str, redis_client: Any, change: str
+) -> None:
+    """A cancel marks the run while node ``a`` still runs; ``a``'s step then stores its
+    checkpoint (cancelled too) between a resume (or ``update_state``) reading the thread and
+    storing its own checkpoint: refused as the second writer of that step, it starts again from
+    the late step's checkpoint (``a``'s update kept, ``a`` not run again) instead of failing
+    with a conflict."""
+    client, saver = late_step_client(celery_stack, thread, redis_client, "late-step-client")
     config = RunnableConfig(thread_id=thread)
     redis_client.set(f"hold:{thread}:a", 1)
     try:
@@ -526,34 +534,10 @@ def test_a_new_run_racing_a_late_step_of_the_cancelled_run_is_the_threads_latest
     one stored after (``"after"``) is refused, and its update stays a pending write of the
     cancelled checkpoint.  Either way the thread's latest checkpoint and final state are the
     new run's, and nothing of the cancelled run is stored after the new run's first."""
-    from lgc_graphs import slow
+    from langgraph_celery.checkpoint import CheckpointKind
 
-    from app_kit import make_app
-    from langgraph_celery.celery import CeleryExecutor
-    from langgraph_celery.checkpoint import CheckpointKind, SqlSaver
-
-    class LateStepFirst(SqlSaver):
-        """With ``armed``: lets the held node finish, and waits for its step's checkpoint,
-        before this client stores the new run's first checkpoint."""
-
-        armed = late_step == "first"
-
-        def put_with_timer(self, checkpoint: Any, timer: Any, run: Any = None) -> Any:
-            if self.armed:
-                self.armed = False
-                read = self.get(thread)
-                redis_client.delete(f"hold:{thread}:a")
-                assert wait_until(
-                    lambda: self.get(thread).step > read.step, 20, 0.01, "a's late step"
-                )
-            return super().put_with_timer(checkpoint, timer, run)
-
-    settings = celery_stack.settings
-    app, _ = make_app("late-step-new-run", settings, "LGC")
-    saver = LateStepFirst(settings["LGC_DB_URL"], table_prefix=settings["LGC_TABLE_PREFIX"])
-    client = slow().compile(
-        CompileConfig(checkpoint_saver=saver, executor=CeleryExecutor(app), graph_id="slow")
-    )
+    armed = late_step == "first"
+    client, saver = late_step_client(celery_stack, thread, redis_client, "late-step-new", armed)
     config = RunnableConfig(thread_id=thread)
     redis_client.set(f"hold:{thread}:a", 1)
     try:
