@@ -174,6 +174,36 @@ def test_exit_duplicated_messages_apply_nothing_twice(
     assert [s.config.checkpoint_id for s in graph.get_state_history(config)] == history
 
 
+@pytest.mark.parametrize("mode", ["exit", "async"])
+def test_a_duplicate_that_routes_elsewhere_stores_no_second_line(
+    celery_stack: CeleryStack, thread: str, redis_client: Any, mode: str
+) -> None:
+    """a's message delivered again once the run ended and the sign of its step's send expired,
+    and a routes to c -> d this time (it is not deterministic): with "exit" the duplicate's
+    line ends one step later than the run's, at another checkpoint id, but it is a second
+    successor of the run's stored start, so the store refuses it; the thread keeps its one
+    line of checkpoints (before the successor rule it went on to ``["a", "c", "d"]``)."""
+    graph = celery_stack.graph("fickle")
+    config = RunnableConfig(thread_id=thread, durability=mode)  # type: ignore[arg-type]
+    assert graph.invoke({"thread": thread}, config).data["log"] == ["a", "b"]
+    history = [s.config.checkpoint_id for s in graph.get_state_history(config)]
+    run_id = _run_of(celery_stack, thread)
+    first = celery_stack.saver.list(thread)[-1]
+    task = celery_stack.app.AsyncResult(celery_task_id(run_id, first.checkpoint_id, "a"))
+    wait_until(lambda: task.state == "SUCCESS", 10, 0.02, "a's task")
+    # (the sign that a copy of a's step sent the next one expires after stalled_after: gone)
+    redis_client.delete(*redis_client.keys("lgc:sending:*") or ["-"])
+    celery_stack.app.send_task(
+        task.name, kwargs=task.kwargs, task_id=task.id, headers={"lgc_carried": True}
+    )
+    if mode == "exit":  # ("async" stored a's step: the duplicate finds it done, runs nothing)
+        wait_until(lambda: int(redis_client.get(f"calls:{thread}:a")) == 2, 10, 0.05, "a again")
+    celery_stack.wait_until_quiet()  # and whatever the duplicate sent has run
+    assert graph.get_state(config).state.data["log"] == ["a", "b"]
+    assert [s.config.checkpoint_id for s in graph.get_state_history(config)] == history
+    assert all("c" not in c.values.get("log", []) for c in celery_stack.saver.list(thread))
+
+
 def test_a_forged_carried_header_injects_no_state(
     celery_stack: CeleryStack, thread: str, redis_client: Any
 ) -> None:

@@ -576,6 +576,28 @@ def slow() -> StateGraph:
     return graph.add_edge(START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", END)
 
 
+def fickle() -> StateGraph:
+    """START -> a -(b on a's first call on the thread, c after)-> b -> END | c -> d -> END: a
+    node that routes differently when its message comes again (it counts its calls in Redis),
+    onto a line of another length."""
+    graph = log_graph()
+
+    def a(state: AgentState) -> dict[str, Any]:
+        client = _redis()
+        try:
+            calls = int(client.incr(f"calls:{state.value('thread')}:a"))
+        finally:
+            client.close()
+        return {"log": ["a"], "go": "b" if calls == 1 else "c"}
+
+    graph.add_node("a", a)
+    for node in ("b", "c", "d"):
+        graph.add_node(node, log_node(node))
+    graph.add_edge(START, "a")
+    graph.add_conditional_edges("a", lambda s: str(s.value("go")), {"b": "b", "c": "c"})
+    return graph.add_edge("b", END).add_edge("c", "d").add_edge("d", END)
+
+
 #: How long a node of ``streaming`` waits at most for a test to acknowledge its first token.
 ACK_LIMIT = 10.0
 
@@ -635,6 +657,7 @@ GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     **{f"parity-{name}": (s.build, s.compile) for name, s in SCENARIOS.items()},
     "flaky": (flaky, {}),
     "slow": (slow, {}),
+    "fickle": (fickle, {}),
     "gate": (gate, {}),
     "poison": (poison, {}),
     "dying": (dying, {}),
