@@ -34,34 +34,43 @@ imports that fixed module itself when a tag names an unknown type):
 
 For speed, containers that need no change are reused: ``to_jsonable`` and ``from_jsonable`` may
 return (parts of) their argument, so treat both results as read-only.
+
+Here: ``Serializer``, ``JsonSerializer`` (the walk over containers, the allowlist, the errors) and
+the registries of built-ins; the per-type leaf codecs, the JSON text encoders and the key-path
+helpers are in :mod:`langgraph_celery._serde_codecs`.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import importlib
 import json
-import reprlib
-from collections.abc import Callable, Iterable
-from datetime import date, datetime, time, timedelta
-from decimal import Decimal
+from collections.abc import Iterable
 from enum import Enum
 from math import isfinite
 from typing import Any, Protocol, TypeVar, runtime_checkable
-from uuid import UUID
-from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel
 
+from langgraph_celery._serde_codecs import (
+    _ASCII_ENCODER,
+    _ENCODER,
+    _LEAF_DECODERS,
+    _LEAF_ENCODERS,
+    _SET_ITEM,
+    _TAG,
+    _Fail,
+    _need,
+    _reject_constant,
+    _render_path,
+    _type_name,
+)
 from langgraph_celery.errors import SerializationError
 
 __all__ = ["JsonSerializer", "Serializer"]
 
 _T = TypeVar("_T", bound=type)
-_TAG = "__lgc__"
 _SCALARS = frozenset({str, int, bool, type(None)})
-_SET_ITEM = object()  # path segment for an element of a set
 _MISSING = object()
 _STATE_MODULE = "langgraph_celery.graph.state"
 _REGISTER_HINT = (
@@ -118,124 +127,6 @@ def _load_builtins() -> None:
         except ModuleNotFoundError as exc:
             if exc.name not in ("langgraph_celery.graph", _STATE_MODULE):
                 raise
-
-
-class _Fail(Exception):
-    """Internal: carries the failing object (or reason) while the path is collected."""
-
-    def __init__(self, obj: object = None, reason: str = "") -> None:
-        super().__init__(reason)
-        self.obj = obj
-        self.reason = reason
-        self.path: list[object] = []  # innermost segment first
-
-
-def _type_name(t: type) -> str:
-    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
-
-
-def _render_path(path: list[object]) -> str:
-    parts = []
-    for seg in path:
-        if seg is _SET_ITEM:
-            parts.append("{...}")
-        elif type(seg) is str and seg.isidentifier():
-            parts.append("." + seg)
-        else:
-            parts.append(f"[{reprlib.repr(seg)}]")
-    return "".join(parts).removeprefix(".")
-
-
-def _enc_moment(x: datetime | time) -> dict[str, Any]:
-    tz = x.tzinfo
-    zone = tz.key if type(tz) is ZoneInfo else None
-    out: dict[str, Any] = {
-        _TAG: "datetime" if type(x) is datetime else "time",
-        "v": (x.replace(tzinfo=None) if zone else x).isoformat(),
-    }
-    if zone:
-        out["tz"] = zone
-    if x.fold:
-        out["fold"] = 1
-    return out
-
-
-def _b64(x: bytes | bytearray) -> dict[str, Any]:
-    return {_TAG: type(x).__name__, "v": base64.b64encode(x).decode("ascii")}
-
-
-_LEAF_ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
-    bytes: _b64,
-    bytearray: _b64,
-    datetime: _enc_moment,
-    time: _enc_moment,
-    date: lambda x: {_TAG: "date", "v": x.isoformat()},
-    timedelta: lambda x: {_TAG: "timedelta", "v": [x.days, x.seconds, x.microseconds]},
-    UUID: lambda x: {_TAG: "uuid", "v": str(x)},
-    Decimal: lambda x: {_TAG: "decimal", "v": str(x)},
-    float: lambda x: {_TAG: "float", "v": repr(x)},  # only reached for nan / inf / -inf
-}
-
-
-def _need(v: Any, typ: type) -> Any:
-    if type(v) is not typ:
-        raise TypeError(f"expected {typ.__name__}, got {type(v).__name__}")
-    return v
-
-
-def _pair(p: Any) -> tuple[Any, Any]:
-    if type(p) is not list or len(p) != 2:
-        raise ValueError(f"expected a [key, value] pair, got {p!r}")
-    return p[0], p[1]
-
-
-def _dec_moment(x: dict[str, Any], cls: type[datetime] | type[time]) -> Any:
-    value: Any = cls.fromisoformat(_need(x.get("v"), str))
-    if "tz" in x:
-        value = value.replace(tzinfo=ZoneInfo(_need(x["tz"], str)))
-    return value.replace(fold=1) if x.get("fold") == 1 else value
-
-
-def _dec_float(v: Any) -> float:
-    if v not in ("nan", "inf", "-inf"):
-        raise ValueError(f"not a non-finite float: {v!r}")
-    return float(v)
-
-
-def _dec_timedelta(v: Any) -> timedelta:
-    days, seconds, micros = (_need(n, int) for n in _need(v, list))
-    return timedelta(days=days, seconds=seconds, microseconds=micros)
-
-
-_LEAF_DECODERS: dict[str, Callable[[dict[str, Any], Any], Any]] = {
-    "tuple": lambda x, v: tuple(_need(v, list)),
-    "set": lambda x, v: set(_need(v, list)),
-    "frozenset": lambda x, v: frozenset(_need(v, list)),
-    "dict": lambda x, v: dict(_pair(p) for p in _need(v, list)),
-    "bytes": lambda x, v: base64.b64decode(_need(v, str), validate=True),
-    "bytearray": lambda x, v: bytearray(base64.b64decode(_need(v, str), validate=True)),
-    "datetime": lambda x, v: _dec_moment(x, datetime),
-    "time": lambda x, v: _dec_moment(x, time),
-    "date": lambda x, v: date.fromisoformat(_need(v, str)),
-    "timedelta": lambda x, v: _dec_timedelta(v),
-    "uuid": lambda x, v: UUID(_need(v, str)),
-    "decimal": lambda x, v: Decimal(_need(v, str)),
-    "float": lambda x, v: _dec_float(v),
-}
-
-
-_ENCODER = json.JSONEncoder(
-    separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
-)
-#: For text with a lone surrogate (a ``str`` UTF-8 cannot encode, so no database can store it
-#: raw): escaped as ``\udXXX``, which decodes back to the same ``str``.
-_ASCII_ENCODER = json.JSONEncoder(
-    separators=(",", ":"), ensure_ascii=True, allow_nan=False, check_circular=False
-)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
 
 
 class JsonSerializer:
