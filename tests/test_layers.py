@@ -1,5 +1,5 @@
-"""The shape of the code: the superstep algorithm and the run loop's decisions are pure (no
-executor, no store, no event loop)."""
+"""The shape of the code: the superstep algorithm, the run loop's decisions and the step records
+they read are pure (no executor, no store, no event loop)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import langgraph_celery
 
 PACKAGE = Path(langgraph_celery.__file__).parent
-PURE = ("graph/_algo.py", "graph/_loop.py")
+PURE = ("graph/_algo.py", "graph/_loop.py", "graph/_marks.py")
 FORBIDDEN = (
     "asyncio",
     "celery",

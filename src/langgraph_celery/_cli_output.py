@@ -192,7 +192,7 @@ def _latest_run(graph: CompiledGraph, thread_id: str | None) -> str | None:
 def _resumed_run(graph: CompiledGraph, graph_input: Any, thread_id: str | None) -> str | None:
     """The run a resume of ``thread_id`` continues: its latest checkpoint's, when something is
     pending there (else the resume is refused, and no run is named)."""
-    from langgraph_celery.graph._loop import has_pending
+    from langgraph_celery.graph._marks import has_pending
     from langgraph_celery.graph.types import GraphInput
 
     saver = graph.checkpoint_saver

@@ -163,7 +163,7 @@ def run_view(view: CheckpointView | None, record: RunRecord | None) -> RunView:
 
 def _graph_of(checkpoint: Checkpoint | None) -> str:
     """The id of the graph that owns ``checkpoint``'s thread ("" for a graph without one)."""
-    from langgraph_celery.graph._loop import Extra
+    from langgraph_celery.graph._marks import Extra
 
     owner = checkpoint.extra.get(Extra.GRAPH_ID) if checkpoint is not None else None
     return owner if isinstance(owner, str) else ""

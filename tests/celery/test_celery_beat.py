@@ -45,7 +45,7 @@ from langgraph_celery.beat.reaper import TIMEOUT_KEY, ReapReport, reap
 from langgraph_celery.celery import RunHandle
 from langgraph_celery.checkpoint import MemorySaver
 from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, Timer
-from langgraph_celery.graph._loop import Extra
+from langgraph_celery.graph._marks import Extra
 from langgraph_celery.worker import names
 from langgraph_celery.worker.names import celery_task_id
 from services import flushed_redis_db, unique_table_prefix

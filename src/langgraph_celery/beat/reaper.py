@@ -48,7 +48,8 @@ from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, Ti
 from langgraph_celery.checkpoint.index import RunIndex, RunRecord
 from langgraph_celery.errors import GraphError, GraphStateError
 from langgraph_celery.graph import _loop
-from langgraph_celery.graph._loop import Action, RunStatus, StepMarks
+from langgraph_celery.graph._loop import Action, RunStatus
+from langgraph_celery.graph._marks import StepMarks
 from langgraph_celery.graph._sync import run_sync
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import GraphInput

@@ -228,7 +228,8 @@ def unfinished_runs(
     before the last checkpoint is stored, and a run that ended may be continued only from the
     thread's latest checkpoint."""
     # The run loop's rule, imported when used: the run loop imports this package.
-    from langgraph_celery.graph._loop import RunStatus, StepMarks, status_of
+    from langgraph_celery.graph._loop import RunStatus, status_of
+    from langgraph_celery.graph._marks import StepMarks
 
     found: dict[str, RunStatus] = {}
     latest_run = stored[0].run_id if stored else None

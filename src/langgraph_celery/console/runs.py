@@ -20,7 +20,7 @@ from langgraph_celery.checkpoint.index import RunIndex, RunRecord, RunStatus, ru
 from langgraph_celery.console.catalog import Catalog, CatalogError, GraphEntry
 from langgraph_celery.console.diff import Change, diff_states
 from langgraph_celery.console.redact import redact
-from langgraph_celery.graph._loop import Extra, Failure, Parking
+from langgraph_celery.graph._marks import Extra, Failure, Parking
 from langgraph_celery.worker.client import status_of
 from langgraph_celery.worker.names import celery_task_id
 

@@ -27,7 +27,7 @@ from langgraph_celery.console.catalog import Catalog, GraphEntry
 from langgraph_celery.console.redact import redact
 from langgraph_celery.console.runs import RunView, read_run
 from langgraph_celery.errors import GraphError, GraphStateError, NodeError
-from langgraph_celery.graph._loop import Mark
+from langgraph_celery.graph._marks import Mark
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import END, GraphInput
 

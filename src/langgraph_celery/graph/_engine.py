@@ -16,10 +16,10 @@ from typing import Any
 
 from langgraph_celery.checkpoint.base import Checkpoint, CheckpointKind, PendingWrite
 from langgraph_celery.errors import CheckpointConflictError, GraphStateError
-from langgraph_celery.graph import _loop
+from langgraph_celery.graph import _loop, _marks
 from langgraph_celery.graph._engine_base import Store, new_id
 from langgraph_celery.graph._engine_steps import Stepping, StepResult
-from langgraph_celery.graph._loop import Extra
+from langgraph_celery.graph._marks import Extra
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.state import Ops, apply_update, initial_values
 from langgraph_celery.graph.types import START, GraphInput, NodeOutput
@@ -89,7 +89,7 @@ class Engine(Stepping):
             )
             return stored, None
         forking = base is not None and config.checkpoint_id is not None
-        if forking and graph_input.value is None and _loop.has_pending(base):
+        if forking and graph_input.value is None and _marks.has_pending(base):
             assert base is not None
             resumed = False
             forked = await self._continue(
@@ -145,7 +145,7 @@ class Engine(Stepping):
         thread_id = self.require_thread(config)
         if base is None:
             raise GraphStateError(f"thread {thread_id!r} has no checkpoint to resume")
-        if not _loop.has_pending(base):
+        if not _marks.has_pending(base):
             raise GraphStateError(
                 f"thread {thread_id!r} has nothing pending to resume (its last run completed); "
                 "start a new run with GraphInput.args(...)"

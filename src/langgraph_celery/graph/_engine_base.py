@@ -19,7 +19,7 @@ from langgraph_celery.checkpoint.index import RunIndex, RunRecord, RunStatus
 from langgraph_celery.errors import GraphError, GraphStateError, NodeError
 from langgraph_celery.graph import _algo, _loop, _sync
 from langgraph_celery.graph._durable import Keeper
-from langgraph_celery.graph._loop import Extra
+from langgraph_celery.graph._marks import Extra
 from langgraph_celery.graph._runner import TaskRunner, _resolve
 from langgraph_celery.graph._spec import GraphSpec
 from langgraph_celery.graph.config import CompileConfig, RunnableConfig

@@ -15,9 +15,10 @@ from typing import Any
 
 from langgraph_celery.checkpoint.base import Checkpoint, CheckpointKind, PendingTask
 from langgraph_celery.errors import GraphError
-from langgraph_celery.graph import _algo, _loop
+from langgraph_celery.graph import _algo, _loop, _marks
 from langgraph_celery.graph._engine_base import EngineBase, Store, call_as_node
-from langgraph_celery.graph._loop import Action, Decision, Extra, Parking
+from langgraph_celery.graph._loop import Action, Decision
+from langgraph_celery.graph._marks import Extra, Parking
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.state import Ops
 from langgraph_celery.graph.types import (
@@ -130,7 +131,7 @@ class Stepping(EngineBase):
             )
             completion_pending = stop_after is not None and not next_tasks
             extra = {Extra.COMPLETION_PENDING: True} if completion_pending else {}
-        extra.update(_loop.next_extra(checkpoint, stepped=True))
+        extra.update(_marks.next_extra(checkpoint, stepped=True))
         if barriers:
             extra[Extra.BARRIERS] = barriers
         new = await self.save_child(
@@ -162,7 +163,7 @@ class Stepping(EngineBase):
         tasks, barriers, values = await self.route_from(
             sources, dict(checkpoint.values), barriers, config, gotos, ops
         )
-        extra = _loop.next_extra(checkpoint, stepped=False)
+        extra = _marks.next_extra(checkpoint, stepped=False)
         if barriers:
             extra[Extra.BARRIERS] = barriers
         return await self.save_child(

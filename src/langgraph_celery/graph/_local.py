@@ -16,10 +16,11 @@ from typing import Any
 from langgraph_celery.checkpoint.base import Checkpoint, PendingTask
 from langgraph_celery.checkpoint.index import RunStatus
 from langgraph_celery.errors import CheckpointConflictError, GraphError, NodeError
-from langgraph_celery.graph import _loop, _sync
+from langgraph_celery.graph import _loop, _marks, _sync
 from langgraph_celery.graph._durable import Keeper
 from langgraph_celery.graph._engine import Engine
-from langgraph_celery.graph._loop import MARK_KINDS, Action, Failure, Mark, Parking, StepMarks
+from langgraph_celery.graph._loop import Action
+from langgraph_celery.graph._marks import MARK_KINDS, Failure, Mark, Parking, StepMarks
 from langgraph_celery.graph._streaming import Chunks, discard
 from langgraph_celery.graph._subgraph import SubgraphCancelled, parking_of
 from langgraph_celery.graph.config import RunnableConfig
@@ -211,7 +212,7 @@ async def run_local(
             if (
                 deadline is not None
                 and time.monotonic() > deadline
-                and _loop.has_pending(checkpoint)
+                and _marks.has_pending(checkpoint)
             ):
                 status = RunStatus.CANCELLED  # stopped between two steps, resumable
                 raise _timed_out(engine, checkpoint, timeout)

@@ -32,8 +32,8 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointKind
-from langgraph_celery.graph import _loop
-from langgraph_celery.graph._loop import Extra, Parking
+from langgraph_celery.graph import _marks
+from langgraph_celery.graph._marks import Extra, Parking
 from langgraph_celery.graph._streaming import discard
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.state import (
@@ -178,7 +178,7 @@ def _data(state: Any) -> dict[str, Any]:
 def resumes(latest: Checkpoint | None, parent_run: str) -> bool:
     """Whether the child thread's latest checkpoint ``latest`` is a run of ``parent_run`` with
     something pending (parked, failed or cancelled), which the node resumes."""
-    return latest is not None and _loop.has_pending(latest) and _parent_run(latest) == parent_run
+    return latest is not None and _marks.has_pending(latest) and _parent_run(latest) == parent_run
 
 
 def started_with(checkpoints: Iterable[Checkpoint], latest: Checkpoint) -> dict[str, Any]:

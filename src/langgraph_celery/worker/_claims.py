@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from langgraph_celery.checkpoint.base import Checkpoint, CheckpointView, WriteKind
 from langgraph_celery.errors import GraphStateError
 from langgraph_celery.graph import _loop
-from langgraph_celery.graph._loop import Mark, RunStatus, Status
+from langgraph_celery.graph._loop import RunStatus, Status
+from langgraph_celery.graph._marks import Mark
 from langgraph_celery.worker._following import status_of
 from langgraph_celery.worker._store_calls import store as _store
 

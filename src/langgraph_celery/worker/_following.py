@@ -19,7 +19,8 @@ from langgraph_celery.checkpoint.base import Checkpoint, CheckpointKind, Checkpo
 from langgraph_celery.errors import GraphStateError
 from langgraph_celery.graph import _loop, _sync
 from langgraph_celery.graph._local import Outcome
-from langgraph_celery.graph._loop import Failure, RunStatus, Status, StepMarks
+from langgraph_celery.graph._loop import RunStatus, Status
+from langgraph_celery.graph._marks import Failure, StepMarks
 from langgraph_celery.graph._sync import SHARED_POOL
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import NodeOutput

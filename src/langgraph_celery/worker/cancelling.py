@@ -14,8 +14,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from langgraph_celery.checkpoint.index import RunIndex, RunStatus
-from langgraph_celery.graph import _loop
-from langgraph_celery.graph._loop import Mark, Status, StepMarks
+from langgraph_celery.graph import _loop, _marks
+from langgraph_celery.graph._loop import Status
+from langgraph_celery.graph._marks import Mark, StepMarks
 from langgraph_celery.graph.types import END
 from langgraph_celery.worker._store_calls import store
 
@@ -56,7 +57,7 @@ def _mark(saver: BaseCheckpointSaver, checkpoint: Checkpoint, wake: Wake | None)
         Mark.CANCEL,
         END,
         {},
-        _loop.MARK_KINDS[Mark.CANCEL],
+        _marks.MARK_KINDS[Mark.CANCEL],
     )
     if wake is not None:
         wake(checkpoint.thread_id, True)  # a cancel stops the run: its waiters too
@@ -105,7 +106,7 @@ def cancel_run(
         newest = store(latest_of_run, saver, thread_id, run_id)
         if newest is None or newest.checkpoint_id == marked.checkpoint_id:
             break
-        if not _loop.has_pending(newest):
+        if not _marks.has_pending(newest):
             return False
         store(_mark, saver, newest, wake)
         marked = newest

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_celery.checkpoint.base import Checkpoint, CheckpointKind, CheckpointView
 from langgraph_celery.errors import CheckpointConflictError, GraphError
-from langgraph_celery.graph import _loop
-from langgraph_celery.graph._loop import Decision, Extra, Parking
+from langgraph_celery.graph import _loop, _marks
+from langgraph_celery.graph._loop import Decision
+from langgraph_celery.graph._marks import Extra, Parking
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.worker import names, subgraphs
 from langgraph_celery.worker.carry import Carried, carried_id
@@ -210,7 +211,7 @@ async def commit_carried(
         decided = await runtime.advance(
             stored,
             announce=True,
-            timer_cleared=not _loop.has_pending(stored),
+            timer_cleared=not _marks.has_pending(stored),
             decision=decision,
         )
         if decided.error is not None:

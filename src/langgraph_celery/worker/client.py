@@ -15,10 +15,10 @@ from langgraph_celery.checkpoint.base import (
     WriteKind,
 )
 from langgraph_celery.errors import CheckpointConflictError, GraphStateError
-from langgraph_celery.graph import _loop, _sync
+from langgraph_celery.graph import _loop, _marks, _sync
 from langgraph_celery.graph._engine import new_id
 from langgraph_celery.graph._local import Outcome
-from langgraph_celery.graph._loop import Extra, Failure
+from langgraph_celery.graph._marks import Extra, Failure
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import START, GraphInput, NodeOutput
 from langgraph_celery.worker import _claims
@@ -69,7 +69,7 @@ class CelerySource(Follower):
                 graph_input.is_resume
                 and latest is not None
                 and config.checkpoint_id is None
-                and not _loop.has_pending(latest)
+                and not _marks.has_pending(latest)
             ):
                 _claims.release(runtime, latest, claim)
                 raise GraphStateError(

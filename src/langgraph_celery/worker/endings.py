@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from langgraph_celery.checkpoint.base import Checkpoint, PendingTask, WriteKind
 from langgraph_celery.checkpoint.index import RunStatus
 from langgraph_celery.errors import NodeError
-from langgraph_celery.graph._loop import Failure, Mark, StepMarks
+from langgraph_celery.graph._marks import Failure, Mark, StepMarks
 from langgraph_celery.graph.types import END
 from langgraph_celery.worker.carried import stored_view
 from langgraph_celery.worker.envelope import TaskEnvelope

@@ -14,15 +14,15 @@ Celery task ids
     step's task is recognisable and its write is applied once.
 
 Marks (pending writes of a kind other than ``update`` (``WriteKind``), under these reserved task
-ids so that the first of each wins; defined with the run loop's rules as
-:class:`langgraph_celery.graph._loop.Mark`)
+ids so that the first of each wins; defined with the run loop's step records as
+:class:`langgraph_celery.graph._marks.Mark`)
     ``__interrupt__``  the run is parked at this checkpoint (value: the interruption).
     ``__error__``  a node of this checkpoint failed for good (value: node, type, message).
     ``__claim__``  a transition out of this checkpoint (new run, resume, update, fork) was
     claimed (value: the claimant's token and when).
     ``__cancel__``  the run was cancelled at this checkpoint.
 
-Checkpoint ``extra`` keys: :class:`langgraph_celery.graph._loop.Extra`.
+Checkpoint ``extra`` keys: :class:`langgraph_celery.graph._marks.Extra`.
 
 Timers (one per thread, in the checkpoint store's timers table)
     ``stall``  the thread has an active run: the reaper checks it progresses.
@@ -70,7 +70,7 @@ Queues
 
 from __future__ import annotations
 
-from langgraph_celery.graph._loop import Mark
+from langgraph_celery.graph._marks import Mark
 
 __all__ = [
     "CANCEL",

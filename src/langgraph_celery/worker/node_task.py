@@ -19,7 +19,8 @@ from langgraph_celery.checkpoint.base import Checkpoint, CheckpointKind, Pending
 from langgraph_celery.checkpoint.index import RunStatus
 from langgraph_celery.errors import GraphError, NodeError, SerializationError
 from langgraph_celery.graph import _loop
-from langgraph_celery.graph._loop import Action, Failure, Mark, StepMarks
+from langgraph_celery.graph._loop import Action
+from langgraph_celery.graph._marks import Failure, Mark, StepMarks
 from langgraph_celery.graph._subgraph import parking_of
 from langgraph_celery.graph._sync import run_sync
 from langgraph_celery.graph.types import END, GraphInterrupt

@@ -34,9 +34,10 @@ from langgraph_celery.errors import (
     GraphError,
     SerializationError,
 )
-from langgraph_celery.graph import _loop
+from langgraph_celery.graph import _loop, _marks
 from langgraph_celery.graph._engine import Engine
-from langgraph_celery.graph._loop import Action, Decision, Extra, Failure, Mark, Parking, StepMarks
+from langgraph_celery.graph._loop import Action, Decision
+from langgraph_celery.graph._marks import Extra, Failure, Mark, Parking, StepMarks
 from langgraph_celery.graph._streaming import discard
 from langgraph_celery.graph._sync import run_sync
 from langgraph_celery.graph.config import DURABILITY_MODES, RunnableConfig
@@ -145,9 +146,9 @@ class GraphRuntime:
             mark,
             node,
             dict(data),
-            _loop.MARK_KINDS[mark],
+            _marks.MARK_KINDS[mark],
         )
-        self.executor.notifier.publish(checkpoint.thread_id, final=mark in _loop.STOPS)
+        self.executor.notifier.publish(checkpoint.thread_id, final=mark in _marks.STOPS)
         return stored
 
     def record(self, checkpoint: Checkpoint, status: RunStatus, node: str | None = None) -> None:
@@ -248,7 +249,7 @@ class GraphRuntime:
 
     def store_step(self, checkpoint: Checkpoint) -> Checkpoint:
         """Store a step's checkpoint (the run's last goes with its stall timer)."""
-        if _loop.has_pending(checkpoint):
+        if _marks.has_pending(checkpoint):
             return self.saver.put(checkpoint)
         # The run's last: its stall timer goes too, and its record (completed) with it, so that
         # whoever sees the run complete finds its record (if this put is refused, neither is
@@ -318,7 +319,7 @@ class GraphRuntime:
             )
         else:
             decision = await self.advance(
-                new, announce=announce, timer_cleared=not _loop.has_pending(new)
+                new, announce=announce, timer_cleared=not _marks.has_pending(new)
             )
             if decision.error is not None:
                 raise decision.error  # the run failed on its way to the next step
@@ -337,7 +338,7 @@ class GraphRuntime:
     def merged(self, new: Checkpoint) -> TaskResult:
         """The result of the task that stored ``new``: with the final state when the run ended
         there (a node task's result is never bigger than the run's final state)."""
-        final = not _loop.has_pending(new)
+        final = not _marks.has_pending(new)
         return TaskResult(
             TaskStatus.MERGED,
             checkpoint_id=new.checkpoint_id,

@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_celery.checkpoint.base import Checkpoint, PendingTask
 from langgraph_celery.errors import CheckpointConflictError
-from langgraph_celery.graph import _loop
-from langgraph_celery.graph._loop import Action, Extra, Failure, Parking, StepMarks
+from langgraph_celery.graph import _loop, _marks
+from langgraph_celery.graph._loop import Action
+from langgraph_celery.graph._marks import Extra, Failure, Parking, StepMarks
 from langgraph_celery.graph._subgraph import (
     SUBGRAPH_PATH,
     changes,
@@ -141,7 +142,7 @@ async def start_child(
     ref = parent_of(latest) if latest is not None else None
     if latest is not None and ref is not None and ref["checkpoint_id"] == checkpoint.checkpoint_id:
         # the child run of this very step exists (a redelivery, the reaper's re-dispatch)
-        if not _loop.has_pending(latest):
+        if not _marks.has_pending(latest):
             await child_completed(child, latest)
         return TaskResult(TaskStatus.DUPLICATE, task.node)
     config = runtime.config_of(checkpoint)
@@ -262,5 +263,5 @@ def cancel_children(runtime: GraphRuntime, checkpoint: Checkpoint) -> None:
         ref = parent_of(latest) if latest is not None else None
         if latest is None or ref is None or ref.get("run_id") != checkpoint.run_id:
             continue
-        if _loop.has_pending(latest):
+        if _marks.has_pending(latest):
             CelerySource(child).cancel(thread, latest.run_id)
