@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from langgraph_celery import (
@@ -182,15 +183,18 @@ def counting_node(name: str, delay: float) -> Any:
     return node
 
 
-def parallel_agents() -> Any:
-    """node_start -> (agent_1, agent_2, agent_3) -> node_end; agent_2 takes longest."""
+def parallel_agents(
+    node: Callable[[str, float], Any] = counting_node, delays: tuple[float, ...] = (0.05, 5.0, 0.05)
+) -> Any:
+    """node_start -> (agent_1, agent_2, agent_3) -> node_end, each agent ``node(id, delay)``
+    waiting its ``delays``: by default agent_2 takes longest."""
     return (
         StateGraph({"messages": Channels.appender()})
         .add_node("node_start", lambda state: {})
         .add_node("node_end", lambda state: {})
-        .add_node("agent_1", counting_node("agent_1", 0.05))
-        .add_node("agent_2", counting_node("agent_2", 5.0))
-        .add_node("agent_3", counting_node("agent_3", 0.05))
+        .add_node("agent_1", node("agent_1", delays[0]))
+        .add_node("agent_2", node("agent_2", delays[1]))
+        .add_node("agent_3", node("agent_3", delays[2]))
         .add_edge("node_start", "agent_1")
         .add_edge("node_start", "agent_2")
         .add_edge("node_start", "agent_3")

@@ -75,6 +75,9 @@ async def async_custom(state: AgentState, config: RunnableConfig) -> dict[str, A
 @pytest.mark.parametrize("with_hook", [False, True])
 @pytest.mark.parametrize("action", [plain_custom, async_custom])
 def test_lg4j_custom_output_sync_and_async_iteration(action: Any, with_hook: bool) -> None:
+    """LG4JCustomOutputTest.testOneNodeWithDispatchAsyncCustomOutput and
+    testOneNodeWithDispatchSyncCustomOutput (``dispatchAsync`` and ``dispatchSync`` are both
+    ``config.emit``), each iterated with ``forEachAsync`` (``astream``) and in a loop."""
     app = one_node_graph(action, with_hook)
     expected = [START, "A.START", "A", END]
 

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from langgraph_celery import (
+    END,
+    START,
     AgentState,
     Channel,
     Channels,
@@ -20,6 +22,7 @@ from langgraph_celery import (
     InterruptionMetadata,
     NodeOutput,
     RunnableConfig,
+    StateGraph,
 )
 
 #: ``MessagesState.SCHEMA``
@@ -54,6 +57,29 @@ def make_node(node_id: str) -> Action:
         return {"messages": node_id}
 
     return action
+
+
+def parallel_branch() -> StateGraph:
+    """``testWithParallelBranch``'s graph (``LG4JTest``, ``StateGraphRepresentationTest``): a
+    ``MessagesStateGraph`` where ``START -> A``, ``A`` fans out to ``A1``, ``A2``, ``A3``, each
+    leads to ``B``, then ``B -> C -> END``; every node a :func:`make_node`."""
+    workflow = StateGraph(MESSAGES_SCHEMA)
+    for node in ("A", "A1", "A2", "A3", "B", "C"):
+        workflow.add_node(node, make_node(node))
+    workflow.add_edge("A", "A1").add_edge("A", "A2").add_edge("A", "A3")
+    workflow.add_edge("A1", "B").add_edge("A2", "B").add_edge("A3", "B")
+    return workflow.add_edge("B", "C").add_edge(START, "A").add_edge("C", END)
+
+
+def parallel_branch_on_start() -> StateGraph:
+    """``testWithParallelBranchOnStart``'s graph: the same with the fan-out from ``START`` to
+    ``A1``, ``A2``, ``A3`` (no ``A``)."""
+    workflow = StateGraph(MESSAGES_SCHEMA)
+    for node in ("A1", "A2", "A3", "B", "C"):
+        workflow.add_node(node, make_node(node))
+    workflow.add_edge("A1", "B").add_edge("A2", "B").add_edge("A3", "B").add_edge("B", "C")
+    workflow.add_edge(START, "A1").add_edge(START, "A2").add_edge(START, "A3")
+    return workflow.add_edge("C", END)
 
 
 def checked_node(node_id: str, graph_id: str | None = None) -> Action:

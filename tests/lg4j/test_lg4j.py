@@ -20,6 +20,8 @@ from lg4j_support import (
     NestedNodeHook,
     make_node,
     messages,
+    parallel_branch,
+    parallel_branch_on_start,
     register_hook_channel,
 )
 
@@ -222,24 +224,17 @@ def last_state(app: CompiledGraph, config: RunnableConfig) -> AgentState:
 def test_with_parallel_branch() -> None:
     """``LG4JTest.testWithParallelBranch``: fan-out from a node and from ``START``, with a
     parallel executor (``addParallelNodeExecutor``) given for the fan-out's source."""
-    workflow = StateGraph(STATE_SCHEMA)
-    for node in ("A", "A1", "A2", "A3", "B", "C"):
-        workflow.add_node(node, make_node(node))
-    workflow.add_edge("A", "A1").add_edge("A", "A2").add_edge("A", "A3")
-    workflow.add_edge("A1", "B").add_edge("A2", "B").add_edge("A3", "B")
-    workflow.add_edge("B", "C").add_edge(START, "A").add_edge("C", END)
     with ThreadPoolExecutor(4) as pool:
-        state = last_state(workflow.compile(), RunnableConfig(parallel_executors={"A": pool}))
+        state = last_state(
+            parallel_branch().compile(), RunnableConfig(parallel_executors={"A": pool})
+        )
     assert messages(state) == ["A", "A1", "A2", "A3", "B", "C"]
 
-    workflow = StateGraph(STATE_SCHEMA)
-    for node in ("A1", "A2", "A3", "B", "C"):
-        workflow.add_node(node, make_node(node))
-    workflow.add_edge("A1", "B").add_edge("A2", "B").add_edge("A3", "B").add_edge("B", "C")
-    workflow.add_edge(START, "A1").add_edge(START, "A2").add_edge(START, "A3")
-    workflow.add_edge("C", END)
     with ThreadPoolExecutor(1) as single:
-        state = last_state(workflow.compile(), RunnableConfig(parallel_executors={START: single}))
+        state = last_state(
+            parallel_branch_on_start().compile(),
+            RunnableConfig(parallel_executors={START: single}),
+        )
     assert messages(state) == ["A1", "A2", "A3", "B", "C"]
 
 

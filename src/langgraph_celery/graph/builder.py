@@ -14,7 +14,7 @@ from langgraph_celery.graph._typed import TypedSchema, kind_of, typed_schema
 from langgraph_celery.graph._validate import validate
 from langgraph_celery.graph.config import CompileConfig, check_id
 from langgraph_celery.graph.state import AgentState, Channel
-from langgraph_celery.graph.types import END, START
+from langgraph_celery.graph.types import END, START, GraphRepresentation
 from langgraph_celery.serde import JsonSerializer
 
 if TYPE_CHECKING:
@@ -343,6 +343,12 @@ class StateGraph:
             for typed in self._typed_schemas():
                 _allow_stored_types(typed, config.checkpoint_saver.serializer)
         return CompiledGraph(spec, config)
+
+    def get_graph(self, kind: str = "mermaid", title: str | None = None) -> GraphRepresentation:
+        """A diagram of the graph as built, as LangGraph4j's ``StateGraph.getGraph``: what
+        ``compile().get_graph(kind, title)`` draws (so a graph ``compile()`` refuses raises its
+        :class:`GraphDefinitionError`)."""
+        return self.compile().get_graph(kind, title)
 
     def _typed_schemas(self) -> list[TypedSchema]:
         """The typed schemas of this graph and of its merged subgraphs, nested ones too."""

@@ -294,7 +294,7 @@ class GraphResult:
 
 @dataclass(frozen=True)
 class GraphRepresentation:
-    """A diagram of a compiled graph: ``kind`` is ``"mermaid"`` or ``"plantuml"``."""
+    """A diagram of a graph: ``kind`` is ``"mermaid"`` or ``"plantuml"``."""
 
     kind: str
     content: str
