@@ -65,8 +65,11 @@ def node(
     return action
 
 
+RESUME = "LG4J_RESUME"  # (LangGraph4j's ``State.RESUME``)
+
+
 class InterruptibleNode:
-    """``buildInterruptable``: asks to stop while ``interrupt_subgraph`` is set."""
+    """``CustomNodeAction.Interruptable``: asks to stop unless the state says ``LG4J_RESUME``."""
 
     def __init__(self, node_id: str) -> None:
         self.node_id = node_id
@@ -74,7 +77,7 @@ class InterruptibleNode:
     def interrupt(
         self, node_id: str, state: AgentState, config: RunnableConfig
     ) -> InterruptionMetadata | None:
-        if state.value("interrupt_subgraph", False):
+        if not state.value(RESUME, False):
             return InterruptionMetadata(node_id, state)
         return None
 
@@ -219,8 +222,7 @@ def test_compiled_subgraph_interruption_sharing_saver(
         CompileConfig(checkpoint_saver=saver),
     )
     config = RunnableConfig(thread_id="thread01", stream_mode=mode)
-    first = GraphInput.args({"interrupt_subgraph": True}) if as_interruptible else None
-    stream = parent.stream(first, config)
+    stream = parent.stream(GraphInput.no_args(), config)
     output = last(stream)
     assert not output.is_end()
     assert output.node == "NODE3.2"  # the subgraph's output, with its node id
@@ -234,7 +236,7 @@ def test_compiled_subgraph_interruption_sharing_saver(
 
     update: dict[str, Any] = {"newAttribute": "<myNewValue>"}
     if as_interruptible:
-        update["interrupt_subgraph"] = False
+        update[RESUME] = True
     stream = parent.stream(GraphInput.resume(update), config)
     output = last(stream)
     assert output.is_end()
@@ -262,8 +264,7 @@ def test_compiled_subgraph_interruption_with_different_saver(
         CompileConfig(checkpoint_saver=saver),
     )
     config = RunnableConfig(thread_id="thread02", stream_mode=mode)
-    first = GraphInput.args({"interrupt_subgraph": True}) if as_interruptible else None
-    stream = parent.stream(first, config)
+    stream = parent.stream(GraphInput.no_args(), config)
     output = last(stream)
     assert not output.is_end()
     assert messages(output.state) == ["[NODE1]", "[NODE2]", "[NODE3.1]", "[NODE3.2]"]
@@ -274,7 +275,7 @@ def test_compiled_subgraph_interruption_with_different_saver(
 
     update: dict[str, Any] = {"newAttribute": "<myNewValue>"}
     if as_interruptible:
-        update["interrupt_subgraph"] = False
+        update[RESUME] = True
     output = last(parent.stream(GraphInput.resume(update), config))
     assert output.is_end()
     assert messages(output.state) == [
