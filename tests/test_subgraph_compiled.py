@@ -4,6 +4,9 @@ Ported from LangGraph4j's ``CompiledSubGraphTest`` (its graphs and asserted valu
 through SPEC §1 and docs/names.md), the compiled-subgraph cases of ``SubGraphTest``
 (``testCheckpointWithSubgraph``, ``testCheckpointWithCommandSubgraph``, with the child compiled)
 and ``GraphExecutorTest.compiledSubgraphsInheritTheExecutor``; then what SPEC §9 adds.
+Every test method of the newest ``CompiledSubGraphTest`` is ported; its Java-only dimensions
+are not: the JSON/BINARY ``StateSerializer`` variants of ``InterruptionTypeEnum`` (one
+``JsonSerializer`` here) and ``FileSystemSaver`` (the ``saver`` fixture's savers instead).
 """
 
 from __future__ import annotations
@@ -62,8 +65,11 @@ def node(
     return action
 
 
+RESUME = "LG4J_RESUME"  # (LangGraph4j's ``State.RESUME``)
+
+
 class InterruptibleNode:
-    """``buildInterruptable``: asks to stop while ``interrupt_subgraph`` is set."""
+    """``CustomNodeAction.Interruptable``: asks to stop unless the state says ``LG4J_RESUME``."""
 
     def __init__(self, node_id: str) -> None:
         self.node_id = node_id
@@ -71,7 +77,7 @@ class InterruptibleNode:
     def interrupt(
         self, node_id: str, state: AgentState, config: RunnableConfig
     ) -> InterruptionMetadata | None:
-        if state.value("interrupt_subgraph", False):
+        if not state.value(RESUME, False):
             return InterruptionMetadata(node_id, state)
         return None
 
@@ -216,8 +222,7 @@ def test_compiled_subgraph_interruption_sharing_saver(
         CompileConfig(checkpoint_saver=saver),
     )
     config = RunnableConfig(thread_id="thread01", stream_mode=mode)
-    first = GraphInput.args({"interrupt_subgraph": True}) if as_interruptible else None
-    stream = parent.stream(first, config)
+    stream = parent.stream(GraphInput.no_args(), config)
     output = last(stream)
     assert not output.is_end()
     assert output.node == "NODE3.2"  # the subgraph's output, with its node id
@@ -227,10 +232,11 @@ def test_compiled_subgraph_interruption_sharing_saver(
     inner = "NODE3.3" if as_interruptible else "NODE3.2"
     assert interruption.node_id == inner
     assert interruption.metadata["subgraph_path"] == ["NODE3", inner]
+    assert messages(interruption.state) == messages(output.state)  # the subgraph's
 
     update: dict[str, Any] = {"newAttribute": "<myNewValue>"}
     if as_interruptible:
-        update["interrupt_subgraph"] = False
+        update[RESUME] = True
     stream = parent.stream(GraphInput.resume(update), config)
     output = last(stream)
     assert output.is_end()
@@ -258,8 +264,7 @@ def test_compiled_subgraph_interruption_with_different_saver(
         CompileConfig(checkpoint_saver=saver),
     )
     config = RunnableConfig(thread_id="thread02", stream_mode=mode)
-    first = GraphInput.args({"interrupt_subgraph": True}) if as_interruptible else None
-    stream = parent.stream(first, config)
+    stream = parent.stream(GraphInput.no_args(), config)
     output = last(stream)
     assert not output.is_end()
     assert messages(output.state) == ["[NODE1]", "[NODE2]", "[NODE3.1]", "[NODE3.2]"]
@@ -270,7 +275,7 @@ def test_compiled_subgraph_interruption_with_different_saver(
 
     update: dict[str, Any] = {"newAttribute": "<myNewValue>"}
     if as_interruptible:
-        update["interrupt_subgraph"] = False
+        update[RESUME] = True
     output = last(parent.stream(GraphInput.resume(update), config))
     assert output.is_end()
     assert messages(output.state) == [
@@ -285,17 +290,25 @@ def test_compiled_subgraph_interruption_with_different_saver(
     ]
 
 
+@pytest.mark.parametrize("update_as_node2", [False, True], ids=["resume", "update_state"])
 @pytest.mark.parametrize("mode", list(StreamMode))
 def test_compiled_subgraph_interruption_using_graph_interrupt(
-    saver: BaseCheckpointSaver, mode: StreamMode
+    saver: BaseCheckpointSaver, mode: StreamMode, update_as_node2: bool
 ) -> None:
-    """testCompiledSubGraphInterruptionUsingException: NODE3.2 raises (here GraphInterrupt)
-    until the state says to resume the subgraph; the resume's update reaches the child."""
+    """testCompiledSubGraphInterruptionUsingException: NODE3.2 raises (here GraphInterrupt,
+    its reason naming the subgraph and the node from ``node_path``) until the subgraph is
+    resumed; the interruption carries the subgraph's state.  The parent is resumed at once
+    (the older version of the test), or first updated as NODE2 with the interruption's state,
+    the newest version's "METHOD 2".  (LangGraph4j's node asks ``config.isResumeSubgraph()``;
+    here the resume's update sets ``resume_subgraph``, as the older version's state did.)"""
 
     def node_with_exception(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         if state.value("resume_subgraph", False):
             return {"messages": f"[{config.node_id}]"}
-        raise GraphInterrupt("subgraph asks", {"path": list(config.node_path)})
+        root, last = config.node_path[0], config.node_path[-1]
+        raise GraphInterrupt(
+            f"interruption in subgraph: {root} on node: {last}", {"path": list(config.node_path)}
+        )
 
     sub_graph = chain(
         [
@@ -321,16 +334,32 @@ def test_compiled_subgraph_interruption_using_graph_interrupt(
     list(stream)
     interruption = stream.result.as_interruption_metadata()
     assert interruption.node_id == "NODE3.2"
-    assert interruption.reason == "subgraph asks"
+    assert interruption.reason == "interruption in subgraph: NODE3 on node: NODE3.2"
     assert interruption.metadata["path"] == ["NODE3", "NODE3.2"]
     assert interruption.metadata["subgraph_path"] == ["NODE3", "NODE3.2"]
-    assert messages(interruption.state) == ["[NODE1]", "[NODE2]"]  # the parent's state
+    # the subgraph's state where it stopped, as in LangGraph4j (the parent's has no NODE3.1)
+    assert messages(interruption.state) == ["[NODE1]", "[NODE2]", "[NODE3.1]"]
+    assert messages(parent.get_state(config).state) == ["[NODE1]", "[NODE2]"]
     assert parent.get_state(config).next == ("NODE3",)
 
-    resumed = parent.invoke(
-        GraphInput.resume({"resume_subgraph": True, "newAttribute": "<myNewValue>"}), config
-    )
-    assert messages(resumed) == FINAL_SHARED
+    update = {"resume_subgraph": True, "newAttribute": "<myNewValue>"}
+    if not update_as_node2:
+        assert messages(parent.invoke(GraphInput.resume(update), config)) == FINAL_SHARED
+        return
+    config = parent.update_state(config, interruption.state.data, as_node="NODE2")
+    assert parent.get_state(config).next == ("NODE3",)
+    resumed = parent.invoke(GraphInput.resume(update), config)
+    # SPEC §2: the appender keeps duplicates (LangGraph4j's drops them), so the merged-back
+    # messages stay; the child resumes with them added and its list becomes the parent's
+    assert messages(resumed) == [
+        "[NODE1]",
+        "[NODE2]",
+        "[NODE3.1]",
+        "[NODE1]",
+        "[NODE2]",
+        "[NODE3.1]",
+        *FINAL_SHARED[3:],
+    ]
 
 
 @pytest.mark.parametrize("mode", list(StreamMode))
@@ -681,6 +710,7 @@ def test_four_levels_deep_park_and_resume(saver: BaseCheckpointSaver) -> None:
     assert interruption.node_id == "leaf"
     assert interruption.metadata["subgraph_path"] == ["l1", "l2", "l3", "l4", "leaf"]
     assert interruption.metadata["path"] == ["deep", "l1", "l2", "l3", "l4", "leaf"]
+    assert messages(interruption.state) == ["in1", "in2", "in3", "in4"]  # the innermost's
     assert graph.get_state(config).next == ("l1",)
     assert saver.get("deep/l1/l2/l3/l4") is not None
     state = graph.invoke(GraphInput.resume({"approved": True}), config)

@@ -130,6 +130,9 @@ def test_an_interruption_in_the_child_parks_the_parent_and_another_process_resum
     assert interruption.reason == "approve?"
     assert interruption.metadata["subgraph_path"] == ["NODE3", "NODE3.2"]
     assert interruption.metadata["path"] == ["sub-approval", "NODE3", "NODE3.2"]
+    parent_messages = graph.get_state(config).state.value("messages")
+    # the interruption carries the child's state where it stopped, as in process
+    assert interruption.state.value("messages") == [*parent_messages, "[NODE3.1]"]
     assert graph.get_state(config).next == ("NODE3",)
     parked = celery_stack.saver.get(f"{thread}/NODE3")
     assert parked is not None and parked.next == ("NODE3.2",)

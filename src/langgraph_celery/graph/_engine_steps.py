@@ -94,10 +94,12 @@ class Stepping(EngineBase):
         return None
 
     def interruption(self, checkpoint: Checkpoint, parking: Parking) -> InterruptionMetadata:
-        """The interruption a caller sees for a run parked at ``checkpoint``."""
+        """The interruption a caller sees for a run parked at ``checkpoint``: with the state
+        of the child run that parked it, for a compiled subgraph's (as LangGraph4j)."""
+        values = parking.state if parking.state is not None else checkpoint.values
         return InterruptionMetadata(
             parking.node_id,
-            self.state(checkpoint.values),
+            self.state(values),
             parking.reason,
             dict(parking.metadata),
         )

@@ -22,7 +22,7 @@ from langgraph_celery.graph._engine import Engine
 from langgraph_celery.graph._loop import Action
 from langgraph_celery.graph._marks import MARK_KINDS, Failure, Mark, Parking, StepMarks
 from langgraph_celery.graph._streaming import Chunks, discard
-from langgraph_celery.graph._subgraph import SubgraphCancelled, parking_of
+from langgraph_celery.graph._subgraph import SubgraphCancelled, parking_of, parking_record
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import (
     GraphInput,
@@ -368,7 +368,7 @@ async def _mark_stop(
     assert engine.saver is not None
     if status is RunStatus.PARKED and isinstance(outcome.value, InterruptionMetadata):
         value = outcome.value
-        parking = Parking(value.node_id, value.reason, dict(value.metadata))
+        parking = parking_record(value)
         mark, node, data = Mark.INTERRUPT, value.node_id, parking.to_data(datetime.now(UTC))
     elif status is RunStatus.FAILED and failure is not None:
         mark, node, data = Mark.ERROR, failure.node_id, failure.to_data()

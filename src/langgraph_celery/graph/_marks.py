@@ -97,24 +97,35 @@ MARK_KINDS = {
 
 @dataclass(frozen=True)
 class Parking:
-    """A parked run's interruption, as a mark stores it."""
+    """A parked run's interruption, as a mark stores it.  ``state`` is the state the caller
+    sees when it is not the checkpoint's: a compiled subgraph's child run's, which parked it."""
 
     node_id: str
     reason: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    state: Mapping[str, Any] | None = None
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Parking:
-        return cls(str(data.get("node_id")), data.get("reason"), dict(data.get("metadata") or {}))
+        state = data.get("state")
+        return cls(
+            str(data.get("node_id")),
+            data.get("reason"),
+            dict(data.get("metadata") or {}),
+            dict(state) if isinstance(state, Mapping) else None,
+        )
 
     def to_data(self, parked_at: datetime) -> dict[str, Any]:
         """What the run's ``INTERRUPT`` mark stores."""
-        return {
+        data = {
             "node_id": self.node_id,
             "reason": self.reason,
             "metadata": dict(self.metadata),
             "parked_at": parked_at.isoformat(),
         }
+        if self.state is not None:
+            data["state"] = dict(self.state)
+        return data
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ each change once (an appender is not doubled).
   ``update_state``), so the child continues where it stopped and sees them.
 - **Interruptions.** A child that parks raises :class:`SubgraphInterrupt`: the parent parks too,
   its :class:`InterruptionMetadata` naming the inner node, with ``metadata["subgraph_path"]``
-  the ids from the parent's node down to it.
+  the ids from the parent's node down to it, and the inner run's state (:func:`outer_parking`,
+  which the Celery executor uses too).
 - **Config.** The child inherits the caller's recursion limit, metadata, stream mode,
   ``clone_state`` and parallel executors; ``config.node_path`` in its nodes starts with the
   enclosing path.  Its outputs are streamed as the parent's, with the child's node ids.
@@ -65,7 +66,9 @@ __all__ = [
     "changes",
     "child_input",
     "child_thread",
+    "outer_parking",
     "parking_of",
+    "parking_record",
     "resumes",
     "started_with",
 ]
@@ -148,11 +151,13 @@ def _through(channel: Channel, old: Any, new: Any) -> Any:
 
 
 class SubgraphInterrupt(GraphInterrupt):
-    """A compiled subgraph's child run parked: its parent parks at the inner node."""
+    """A compiled subgraph's child run parked: its parent parks as ``parking`` says (at the
+    inner node)."""
 
-    def __init__(self, node_id: str, reason: str, metadata: Mapping[str, Any]) -> None:
-        super().__init__(reason, metadata)
-        self.node_id = node_id
+    def __init__(self, parking: Parking) -> None:
+        super().__init__(parking.reason or "", parking.metadata)
+        self.node_id = parking.node_id
+        self.parking = parking
 
 
 class SubgraphCancelled(Exception):
@@ -161,8 +166,31 @@ class SubgraphCancelled(Exception):
 
 def parking_of(node: str, interrupt: GraphInterrupt) -> Parking:
     """Where a task of ``node`` that raised ``interrupt`` parks its run."""
-    node_id = interrupt.node_id if isinstance(interrupt, SubgraphInterrupt) else node
-    return Parking(node_id, interrupt.reason or None, dict(interrupt.metadata))
+    if isinstance(interrupt, SubgraphInterrupt):
+        return interrupt.parking
+    return Parking(node, interrupt.reason or None, dict(interrupt.metadata))
+
+
+def outer_parking(node: str, inner: Parking, state: Mapping[str, Any]) -> Parking:
+    """Where the parent of a child run that parked as ``inner`` (with the child's ``state``)
+    parks, its subgraph node being ``node``: at the inner node, with its reason and metadata,
+    ``subgraph_path`` the ids from ``node`` down to the inner node, and, as the state the
+    caller sees, the innermost run's (``inner.state`` when a child of the child parked it), as
+    LangGraph4j's interruption of a subgraph carries the subgraph's state."""
+    metadata = dict(inner.metadata)
+    metadata.pop("expires_at", None)  # (the child's own deadline, if it had one)
+    path = metadata.get(SUBGRAPH_PATH) or [inner.node_id]
+    metadata[SUBGRAPH_PATH] = [node, *path]
+    held = inner.state if inner.state is not None else state
+    return Parking(inner.node_id, inner.reason, metadata, dict(held))
+
+
+def parking_record(interruption: InterruptionMetadata) -> Parking:
+    """What the mark of a run parked with ``interruption`` stores: its state too when a child
+    run parked it (the child's, which the parent's checkpoint does not hold)."""
+    metadata = dict(interruption.metadata)
+    state = _data(interruption.state) if SUBGRAPH_PATH in metadata else None
+    return Parking(interruption.node_id, interruption.reason, metadata, state)
 
 
 def _parent_run(checkpoint: Checkpoint) -> str | None:
@@ -315,11 +343,9 @@ class SubgraphNode:
             elif output.node != START and live:
                 config.emit(output)
         if isinstance(outcome.value, InterruptionMetadata):
-            inner = outcome.value
-            metadata = dict(inner.metadata)
-            path = metadata.get(SUBGRAPH_PATH) or [inner.node_id]
-            metadata[SUBGRAPH_PATH] = [self.node_id, *path]
-            raise SubgraphInterrupt(inner.node_id, inner.reason or "", metadata)
+            inner = outcome.value  # (its state is the innermost run's already)
+            parked = Parking(inner.node_id, inner.reason, dict(inner.metadata))
+            raise SubgraphInterrupt(outer_parking(self.node_id, parked, _data(inner.state)))
         if final is None:
             raise SubgraphCancelled(f"the child run of subgraph node {self.node_id!r} stopped")
         return changes(self.schema, values, final)

@@ -36,10 +36,10 @@ from langgraph_celery.graph import _loop, _marks
 from langgraph_celery.graph._loop import Action
 from langgraph_celery.graph._marks import Extra, Failure, Parking, StepMarks
 from langgraph_celery.graph._subgraph import (
-    SUBGRAPH_PATH,
     changes,
     child_input,
     child_thread,
+    outer_parking,
     resumes,
     started_with,
 )
@@ -233,12 +233,8 @@ def child_parked(child: GraphRuntime, checkpoint: Checkpoint, parking: Parking) 
     if found is None:
         return
     parent, stored, ref = found
-    metadata = dict(parking.metadata)
-    metadata.pop("expires_at", None)
-    path = metadata.get(SUBGRAPH_PATH) or [parking.node_id]
     node = str(ref.get("path", [""])[-1]) if ref.get("path") else parking.node_id
-    metadata[SUBGRAPH_PATH] = [node, *path]
-    parent.mark_parked(stored, Parking(parking.node_id, parking.reason, metadata))
+    parent.mark_parked(stored, outer_parking(node, parking, checkpoint.values))
 
 
 def child_failed(child: GraphRuntime, checkpoint: Checkpoint, failure: Failure) -> None:
