@@ -23,7 +23,8 @@ from langgraph_celery import (
     RunnableConfig,
 )
 from langgraph_celery.checkpoint import MemorySaver, RunStatus
-from langgraph_celery.worker.carry import Carried, Carrier
+from langgraph_celery.worker.carry import Carried, Carrier, carried_id
+from langgraph_celery.worker.envelope import TaskEnvelope
 from langgraph_celery.worker.names import celery_task_id, node_task_name
 
 
@@ -100,18 +101,19 @@ def test_exit_stores_only_the_start_and_the_end_of_a_chain(
     record = celery_stack.saver.get_run(handle.run_id)
     assert record is not None and record.status is RunStatus.COMPLETED
 
-    # b's and c's steps were carried: their tasks' results say so, and name the checkpoint
-    first = history[-1]
-    first_task = celery_stack.app.AsyncResult(
-        celery_task_id(handle.run_id, first.config.checkpoint_id or "", "a")
-    )
-    wait_until(lambda: first_task.state == "SUCCESS", 10, 0.02, "a's task")
-    carried = first_task.result
-    assert carried["status"] == "carried"
-    assert carried["next"] == ["b"]
-    assert "state" not in carried
-    # only one carried state per run at a time, and none once the run has ended
+    # every step was carried (b's and c's checkpoints, at the ids a carried step computes),
+    # and a carried step's task stores no result of its own (no STARTED, no SUCCESS)
     celery_stack.wait_until_quiet()
+    first = history[-1].config.checkpoint_id or ""
+    steps = [(first, -1)]
+    for _ in ("b", "c"):
+        steps.append(_carried_after(*steps[-1]))
+    for (checkpoint_id, _), node in zip(steps, "abc", strict=True):
+        task_id = celery_task_id(handle.run_id, checkpoint_id, node)
+        assert not redis_client.exists(f"celery-task-meta-{task_id}"), node
+        assert celery_stack.app.AsyncResult(task_id).state == "PENDING"
+    assert history[0].config.checkpoint_id == carried_id(steps[-1][0])  # (c's, stored)
+    # only one carried state per run at a time, and none once the run has ended
     assert set(redis_client.scan_iter("lgc:carried:*")) == carried_before
 
 
@@ -136,6 +138,40 @@ def test_task_results_hold_the_state_only_at_the_end_and_expire(
     assert results[-1]["state"] == dict(final.data)
 
 
+def _send_again(
+    celery_stack: CeleryStack,
+    graph_id: str,
+    at: tuple[str, int],
+    node: str,
+    thread: str,
+    carried: bool = True,
+) -> None:
+    """Send the message of ``node``'s task at checkpoint ``at`` (its id and step) of the
+    thread's run again, as the executor sent it (its task id; the header of a carried step)."""
+    run_id = _run_of(celery_stack, thread)
+    checkpoint_id, step = at
+    envelope = TaskEnvelope(
+        graph_id=graph_id,
+        thread_id=thread,
+        run_id=run_id,
+        step=step,
+        checkpoint_id=checkpoint_id,
+        node=node,
+        task_id=node,
+    )
+    celery_stack.app.send_task(
+        node_task_name(graph_id, node),
+        kwargs=envelope.to_message(),
+        task_id=celery_task_id(run_id, checkpoint_id, node),
+        headers={"lgc_carried": True} if carried else None,
+    )
+
+
+def _carried_after(checkpoint_id: str, step: int) -> tuple[str, int]:
+    """The checkpoint a carried step computes after ``checkpoint_id`` (at ``step``)."""
+    return carried_id(checkpoint_id), step + 1
+
+
 def _run_of(celery_stack: CeleryStack, thread: str) -> str:
     latest = celery_stack.saver.get(thread)
     assert latest is not None
@@ -153,21 +189,10 @@ def test_exit_duplicated_messages_apply_nothing_twice(
     assert state.data["log"] == ["a", "b", "c"]
     history = [s.config.checkpoint_id for s in graph.get_state_history(config)]
     assert len(history) == 2
-    run_id = _run_of(celery_stack, thread)
     first = celery_stack.saver.list(thread)[-1]
-    task = celery_stack.app.AsyncResult(celery_task_id(run_id, first.checkpoint_id, "a"))
-    wait_until(lambda: task.state == "SUCCESS", 10, 0.02, "a's task")
-    carried_id = task.result["checkpoint_id"]
-    b_kwargs = {**task.kwargs, "node": "b", "task_id": "b", "checkpoint_id": carried_id}
-    b_kwargs["step"] = task.result["step"]
-    app = celery_stack.app
-    app.send_task(task.name, kwargs=task.kwargs, task_id=task.id)
-    app.send_task(
-        task.name.replace(".a", ".b"),
-        kwargs=b_kwargs,
-        task_id=celery_task_id(run_id, carried_id, "b"),
-        headers={"lgc_carried": True},
-    )
+    start = (first.checkpoint_id, first.step)
+    _send_again(celery_stack, "slow", start, "a", thread, False)
+    _send_again(celery_stack, "slow", _carried_after(*start), "b", thread)
     wait_until(lambda: int(redis_client.get(f"calls:{thread}:a")) == 2, 10, 0.05, "a again")
     celery_stack.wait_until_quiet()  # and whatever the duplicates sent has run
     assert graph.get_state(config).state.data == state.data
@@ -187,15 +212,11 @@ def test_a_duplicate_that_routes_elsewhere_stores_no_second_line(
     config = RunnableConfig(thread_id=thread, durability=mode)  # type: ignore[arg-type]
     assert graph.invoke({"thread": thread}, config).data["log"] == ["a", "b"]
     history = [s.config.checkpoint_id for s in graph.get_state_history(config)]
-    run_id = _run_of(celery_stack, thread)
     first = celery_stack.saver.list(thread)[-1]
-    task = celery_stack.app.AsyncResult(celery_task_id(run_id, first.checkpoint_id, "a"))
-    wait_until(lambda: task.state == "SUCCESS", 10, 0.02, "a's task")
+    celery_stack.wait_until_quiet()
     # (the sign that a copy of a's step sent the next one expires after stalled_after: gone)
     redis_client.delete(*redis_client.keys("lgc:sending:*") or ["-"])
-    celery_stack.app.send_task(
-        task.name, kwargs=task.kwargs, task_id=task.id, headers={"lgc_carried": True}
-    )
+    _send_again(celery_stack, "fickle", (first.checkpoint_id, first.step), "a", thread)
     if mode == "exit":  # ("async" stored a's step: the duplicate finds it done, runs nothing)
         wait_until(lambda: int(redis_client.get(f"calls:{thread}:a")) == 2, 10, 0.05, "a again")
     celery_stack.wait_until_quiet()  # and whatever the duplicate sent has run
@@ -314,8 +335,8 @@ def test_async_carries_each_step_and_stores_it_behind_the_send(
     celery_stack: CeleryStack, thread: str, redis_client: Any
 ) -> None:
     """A chain with "async": the next step's task reads its checkpoint in the result backend
-    (the tasks' results say each step was stored, as in "sync"); a follower streaming the run
-    sees every step; nothing is left in the result backend once the run ended."""
+    and stores no result of its own (every step is stored, as in "sync"); a follower streaming
+    the run sees every step; nothing is left in the result backend once the run ended."""
     graph = celery_stack.graph("parity-chain")
     before = set(redis_client.scan_iter("lgc:carried:*")) | set(
         redis_client.scan_iter("lgc:stored:*")
@@ -335,15 +356,14 @@ def test_async_carries_each_step_and_stores_it_behind_the_send(
     history = list(reversed(graph.get_state_history(config)))
     assert [(s.step, s.node) for s in history] == [(-1, START), (0, "a"), (1, "b"), (2, "c")]
     run_id = _run_of(celery_stack, f"{thread}-async")
-    results = []
+    celery_stack.wait_until_quiet()
     for snapshot in history[:-1]:
         task_id = celery_task_id(run_id, snapshot.config.checkpoint_id or "", snapshot.next[0])
-        result = celery_stack.app.AsyncResult(task_id)
-        wait_until(lambda r=result: r.state == "SUCCESS", 10, 0.02, "a node task")
-        results.append(result.result)
-    assert [r["status"] for r in results] == ["merged", "merged", "merged"]
-    assert [r["checkpoint_id"] for r in results] == [s.config.checkpoint_id for s in history[1:]]
-    celery_stack.wait_until_quiet()
+        assert not redis_client.exists(f"celery-task-meta-{task_id}"), snapshot.next
+    # (each step's checkpoint, stored behind the send, is the one its carried step computed)
+    assert [s.config.checkpoint_id for s in history[1:]] == [
+        carried_id(s.config.checkpoint_id or "") for s in history[:-1]
+    ]
     left = set(redis_client.scan_iter("lgc:carried:*")) | set(
         redis_client.scan_iter("lgc:stored:*")
     )
@@ -361,21 +381,10 @@ def test_async_duplicated_messages_apply_nothing_twice(
     assert state.data["log"] == ["a", "b", "c"]
     history = [s.config.checkpoint_id for s in graph.get_state_history(config)]
     assert len(history) == 4
-    run_id = _run_of(celery_stack, thread)
-    first = celery_stack.saver.list(thread)[-1]
-    task = celery_stack.app.AsyncResult(celery_task_id(run_id, first.checkpoint_id, "a"))
-    wait_until(lambda: task.state == "SUCCESS", 10, 0.02, "a's task")
-    after_a = task.result["checkpoint_id"]
-    b_kwargs = {**task.kwargs, "node": "b", "task_id": "b", "checkpoint_id": after_a}
-    b_kwargs["step"] = task.result["step"]
-    app = celery_stack.app
-    app.send_task(task.name, kwargs=task.kwargs, task_id=task.id)
-    app.send_task(
-        task.name.replace(".a", ".b"),
-        kwargs=b_kwargs,
-        task_id=celery_task_id(run_id, after_a, "b"),
-        headers={"lgc_carried": True},
-    )
+    stored = celery_stack.saver.list(thread)  # (newest first)
+    first, after_a = stored[-1], stored[-2]
+    _send_again(celery_stack, "slow", (first.checkpoint_id, first.step), "a", thread, False)
+    _send_again(celery_stack, "slow", (after_a.checkpoint_id, after_a.step), "b", thread)
     celery_stack.wait_until_quiet()  # and whatever the duplicates sent has run
     assert graph.get_state(config).state.data == state.data
     assert [s.config.checkpoint_id for s in graph.get_state_history(config)] == history

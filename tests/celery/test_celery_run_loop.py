@@ -86,11 +86,13 @@ def test_update_state_of_a_parked_thread_is_what_the_resume_continues(
     assert state.data["log"] == ["a", "gate", "b"]
 
 
+@pytest.mark.parametrize("mode", ["sync", "exit"])
 def test_a_node_that_fails_for_good_is_a_failed_celery_task_with_its_traceback(
-    celery_stack: CeleryStack, thread: str, redis_client: Any
+    celery_stack: CeleryStack, thread: str, redis_client: Any, mode: str
 ) -> None:
+    """Also with "exit", whose carried steps' tasks store no result unless they fail."""
     graph = celery_stack.graph("flaky")
-    config = RunnableConfig(thread_id=thread)
+    config = RunnableConfig(thread_id=thread, durability=mode)  # type: ignore[arg-type]
     with pytest.raises(NodeError, match="attempt 3 failed"):
         graph.invoke({"thread": thread, "fail_times": 100}, config)
 

@@ -235,12 +235,13 @@ def settle_on(stack: FuzzStack) -> Callable[[RunnableConfig], None]:
     A client learns of a park (or failure) as soon as the node that parked marks it, while the
     other nodes of that step may still be running; in process the call returns once they all
     ran.  A resume sent in between runs those nodes again, on the resumed state: a known
-    difference, kept out of the comparison by waiting for them.
+    difference, kept out of the comparison by waiting for them.  A step of one task has no
+    other nodes (and, carried with "exit" or "async", its task stores no result to wait for).
     """
 
     def settle(config: RunnableConfig) -> None:
         latest = stack.saver.get(config.thread_id)
-        if latest is None:  # (the entry point failed: nothing ran)
+        if latest is None or len(latest.tasks) < 2:  # (the entry point failed: nothing ran)
             return
         ids = [celery_task_id(latest.run_id, latest.checkpoint_id, t.id) for t in latest.tasks]
         results = [stack.app.AsyncResult(task_id) for task_id in ids]

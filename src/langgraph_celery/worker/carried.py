@@ -124,10 +124,13 @@ async def commit_carried(
     config: RunnableConfig,
     carried: Carried,
     kept: bool,
+    wake: bool,
 ) -> TaskResult:
     """Commit a step of a run with durability "exit": the next checkpoint is carried in the
     result backend to the next step's task when the run goes on with one task; else (it
-    stops there, or fans out) it is stored and the run goes on as in "sync"."""
+    stops there, or fans out) it is stored and the run goes on as in "sync".  ``wake``:
+    no task result published by the backend wakes the thread's followers for a step stored
+    here ("async"), so the worker does."""
 
     def hold(new: Checkpoint) -> Checkpoint:  # (the same id for every copy of the step)
         assert new.parent_id is not None
@@ -165,7 +168,7 @@ async def commit_carried(
             runtime.executor.notifier.publish(at.thread_id, final=True)
             return TaskResult(TaskStatus.STOPPED, checkpoint.next[-1])
         if ahead is not None:
-            return _store_behind(runtime, at)
+            return _store_behind(runtime, at, wake)
         kept = False  # (gone from the result backend with its stored sign)
     elif goes_on:
         watched_at = watched(runtime, at, carried.watched_at)
@@ -264,12 +267,13 @@ def _own_stored(
     return materialize(runtime, carried, put=False) is not None, cancelled
 
 
-def _store_behind(runtime: GraphRuntime, at: Checkpoint) -> TaskResult:
+def _store_behind(runtime: GraphRuntime, at: Checkpoint, wake: bool) -> TaskResult:
     """(async) Send ``at``'s task (``at`` is in the result backend), then store ``at`` while
-    that task runs, and sign that it is stored; the task's result is a stored step's."""
+    that task runs, and sign that it is stored; the task's result is a stored step's
+    (``wake``: no result the backend publishes wakes the thread's followers)."""
     runtime.send(at, carried=True)
     with contextlib.suppress(CheckpointConflictError):  # (the next task stored it: no sign)
         runtime.store_step(at)
         runtime.carrier.stored(at.checkpoint_id)
-    runtime.step_stored(at)
+    runtime.step_stored(at, wake)
     return runtime.merged(at)

@@ -257,7 +257,9 @@ class CeleryExecutor:
         parent: str | None = None,
     ) -> None:
         """``carried``: the step's checkpoint is in the result backend (the header says so:
-        ``worker/carry.py``); ``parent``: of a child run's task, the parent's thread and the
+        ``worker/carry.py``), and the task stores no result of its own there unless it fails
+        (``ignore_result``: its step is the carried checkpoint, its progress the store's and
+        Celery's events); ``parent``: of a child run's task, the parent's thread and the
         subgraph's path, shown with its arguments (in Flower)."""
         # the queue comes from app.conf.task_routes (the executor's routes first)
         self.app.send_task(
@@ -267,6 +269,7 @@ class CeleryExecutor:
             argsrepr="()",
             kwargsrepr=_summary(envelope, parent),
             headers={carry.HEADER: True} if carried else None,
+            ignore_result=carried,
         )
 
     def _send_resume(self, envelope: TaskEnvelope) -> None:

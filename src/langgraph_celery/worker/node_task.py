@@ -112,7 +112,7 @@ def run_node(
     # every node of a step does in process, so that a resume finds the same writes.
     parent_marks = view.parent_markers.values()
     result = run_sync(
-        _run_task(runtime, checkpoint, task, marks, parent_marks, retries, retry, held)
+        _run_task(runtime, checkpoint, task, marks, parent_marks, retries, retry, held, carried)
     )
     return result.to_data()
 
@@ -134,10 +134,12 @@ async def _run_task(
     retries: int,
     retry: Any,
     carried: Carried | None = None,
+    unpublished: bool = False,
 ) -> TaskResult:
     """Run the node (unless its update is in), record the update, and carry out what the
     run loop decides for the step: one pass on the event loop for the whole task.  A
-    ``carried`` checkpoint is stored before the run parks or fails there."""
+    ``carried`` checkpoint is stored before the run parks or fails there; ``unpublished``:
+    the task's message ignores its result (a carried step's), which wakes no follower."""
     saver = runtime.saver
     config = runtime.config_of(checkpoint)
     notifier = runtime.executor.notifier
@@ -207,6 +209,7 @@ async def _run_task(
     if decision.action is not Action.COMMIT:
         return TaskResult(TaskStatus.STOPPED, task.node)
     # The task's result, stored once this returns, wakes the run's followers when the
-    # backend publishes it; else the worker publishes a wake-up for the step.
-    announce = not runtime.executor.notifier.steps_published_by_backend
+    # backend publishes it; else (or the task ignores its result: ``unpublished``, a carried
+    # step's) the worker publishes a wake-up for the step.
+    announce = unpublished or not runtime.executor.notifier.steps_published_by_backend
     return await runtime._commit(checkpoint, marks.updates, config, announce, carried)

@@ -9,7 +9,10 @@ When the result backend is Redis, Celery already publishes every state a task st
 task's result key (``celery-task-meta-<task id>``), and a node task's result is stored after its
 step is committed and the next step sent.  A client following every step then also subscribes
 to the result keys of the run's node tasks (their ids start ``lgc:<run_id>:``), and the worker
-publishes nothing of its own for a step: see :attr:`Notifier.steps_published_by_backend`.
+publishes nothing of its own for a step: see :attr:`Notifier.steps_published_by_backend`.  A
+carried step's task (``durability="exit"`` or ``"async"``) stores no result: the worker wakes
+the followers of a step it stores itself, and announces a step it carries on the run's outputs
+channel.
 
 Used when the app's result backend or broker is Redis; otherwise clients poll.  A lost message
 only delays a client until its next fallback read.

@@ -290,7 +290,7 @@ class GraphRuntime:
             if carried is None:
                 carried = Carried(checkpoint, checkpoint.checkpoint_id, checkpoint.created_at)
             return await carried_steps.commit_carried(
-                self, checkpoint, writes, config, carried, kept
+                self, checkpoint, writes, config, carried, kept, announce
             )
         try:
             result = await self.engine.finish(checkpoint, writes, config, self.store_step)
@@ -325,14 +325,14 @@ class GraphRuntime:
                 raise decision.error  # the run failed on its way to the next step
         return self.merged(new)
 
-    def step_stored(self, new: Checkpoint) -> None:
+    def step_stored(self, new: Checkpoint, announce: bool) -> None:
         """(async) ``new``, a step stored behind its tasks, is in the store: a child run's node
-        outputs go to the root run's clients, and the thread's followers are woken (unless the
-        task's result, published by the backend, wakes them)."""
+        outputs go to the root run's clients, and, with ``announce`` (no task result published
+        by the backend wakes them), the thread's followers are woken."""
         root = subgraphs.stream_root(new)
         if root is not None and new.kind is CheckpointKind.LOOP:
             publish_step(self.executor.notifier, root, self.graph_id, new)
-        if not self.executor.notifier.steps_published_by_backend:
+        if announce:
             self.executor.notifier.publish(new.thread_id)
 
     def merged(self, new: Checkpoint) -> TaskResult:

@@ -105,6 +105,9 @@ def register_node_task(
         bind=True,
         acks_late=True,
         reject_on_worker_lost=True,
+        # a carried step's message ignores its result (worker/executor.py): its failure and
+        # retries are still stored, as every node task's are
+        store_errors_even_if_ignored=True,
         shared=False,
         Request=executor._request_class,  # (worker/reconnect.py, worker/lost.py)
         on_failure=_on_node_failure,
