@@ -21,8 +21,8 @@ unique prefix dropped at the end) or, for comparison, to a SQLite file in a temp
 3. ``resume``: ``a -> (interrupt_before b) -> b``; the run is parked, then the time from just
    before ``graph.invoke(GraphInput.resume(), cfg)`` (``time.time()`` in the client) to the start
    of node ``b`` in the worker (``b`` returns ``time.time()`` in its update); p50 and p95.  Split
-   into client preparation (until the resume task is sent, by wrapping the executor's
-   ``_send_resume`` in the client) and send-to-start.  Reference: the bare send-to-start latency
+   into client preparation (until the client sends ``b``'s task, by wrapping the executor's
+   ``_send_node`` in the client) and send-to-start.  Reference: the bare send-to-start latency
    of one task (``bench.stamp`` returns ``time.time()`` at its start).
 
 Scenario 1 also times, on the same worker, ours through ``graph.start(...)`` +
@@ -344,8 +344,8 @@ def floor_end_concurrent_once(bench_app: ModuleType, runs: int) -> float:
 @dataclass
 class ResumeTrial:
     total: float  # client call -> b starts (s)
-    prep: float  # client call -> resume task sent (s)
-    hop: float  # resume task sent -> b starts (s)
+    prep: float  # client call -> b's task sent (s)
+    hop: float  # b's task sent -> b starts (s)
 
 
 def resume_once(bench_app: ModuleType, kind: str, sent_at: list[float]) -> ResumeTrial:
@@ -515,13 +515,13 @@ class ResumeFigures:
 def scenario_resume(bench_app: ModuleType, trials: int) -> ResumeFigures:
     sent_at: list[float] = []
     executor = bench_app.executor
-    send = executor._send_resume
+    send = executor._send_node
 
-    def recording_send(envelope: Any) -> None:
+    def recording_send(*args: Any, **kwargs: Any) -> None:
         sent_at.append(time.time())
-        send(envelope)
+        send(*args, **kwargs)
 
-    setattr(executor, "_send_resume", recording_send)  # noqa: B010 - instance shadowing
+    setattr(executor, "_send_node", recording_send)  # noqa: B010 - instance shadowing
     try:
         for kind in KINDS:
             resume_once(bench_app, kind, sent_at)
@@ -533,7 +533,7 @@ def scenario_resume(bench_app: ModuleType, trials: int) -> ResumeFigures:
                 results[kind].append(resume_once(bench_app, kind, sent_at))
             hops.append(bare_hop_once(bench_app))
     finally:
-        del executor._send_resume
+        del executor._send_node
     return ResumeFigures(
         trials=trials,
         p50_ms={k: 1000 * _median([t.total for t in results[k]]) for k in KINDS},
@@ -868,12 +868,12 @@ def render(report: Report) -> str:
     )
     row("   p95 ms", res.p95_ms["pg"], res.p95_ms["sqlite"], res.bare_hop_p95_ms)
     row(
-        "   client prep (call -> resume sent) p50",
+        "   client prep (call -> b sent) p50",
         res.prep_p50_ms["pg"],
         res.prep_p50_ms["sqlite"],
         None,
     )
-    row("   resume sent -> b starts p50", res.hop_p50_ms["pg"], res.hop_p50_ms["sqlite"], None)
+    row("   b sent -> b starts p50", res.hop_p50_ms["pg"], res.hop_p50_ms["sqlite"], None)
     lines.append("   (bare column of 3.: one bare task, apply_async -> its body starts)")
     if report.cpu is not None:
         lines += ["", *render_cpu(report.cpu, length)]

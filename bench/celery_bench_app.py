@@ -434,9 +434,6 @@ def _install_profiling() -> None:
     setattr(  # noqa: B010 - instance attribute shadows the method on purpose
         executor, "_send_node", _collector.timed("send_node", executor._send_node)
     )
-    setattr(  # noqa: B010
-        executor, "_send_resume", _collector.timed("send_resume", executor._send_resume)
-    )
 
 
 @task_prerun.connect

@@ -14,7 +14,7 @@ from celery_support import CeleryStack, run_client, wait_until
 from langgraph_celery import END, CompileConfig, GraphInput, GraphStateError, RunnableConfig
 from langgraph_celery.celery import RunHandle
 from langgraph_celery.checkpoint import MemorySaver
-from langgraph_celery.worker.names import celery_task_id, thread_channel
+from langgraph_celery.worker.names import RESUME_TASK, celery_task_id, thread_channel
 
 
 def calls(redis_client: Any, thread: str, node: str) -> int:
@@ -75,6 +75,49 @@ def test_interruption_parks_and_another_process_resumes(
     final = graph.get_state(config)
     assert final.next == ()
     assert final.state.data == result
+
+
+def test_a_resume_sends_the_resumed_node_itself_and_the_resume_task_still_serves(
+    celery_stack: CeleryStack, thread: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = celery_stack.graph("gate")
+    runtime = graph._source.runtime
+    app = runtime.executor.app
+    sent: list[str] = []
+    send_task = app.send_task
+
+    def recording(name: str, *args: Any, **kwargs: Any) -> Any:
+        sent.append(name)
+        return send_task(name, *args, **kwargs)
+
+    monkeypatch.setattr(app, "send_task", recording)
+    config = RunnableConfig(thread_id=thread)
+    graph.invoke({"topic": "t"}, config)
+    assert graph.get_state(config).next == ("gate",)
+    sent.clear()
+    state = graph.invoke(GraphInput.resume({"approved": True}), config)
+    assert state.data["log"] == ["a", "gate", "b"]
+    # the client sent the parked node's task: no hop through the resume task
+    assert sent == ["langgraph_celery.node.gate.gate"]
+
+    # A resume message of an earlier client (it stored the resume checkpoint, then sent the
+    # resume task) is still carried out by the workers.
+    other = RunnableConfig(thread_id=f"{thread}-old")
+    graph.invoke({"topic": "u"}, other)
+    assert graph.get_state(other).next == ("gate",)
+
+    async def stored_only(checkpoint: Any, **_: Any) -> Any:
+        return None
+
+    with monkeypatch.context() as patch:
+        patch.setattr(runtime, "advance", stored_only)
+        handle = graph.start(GraphInput.resume({"approved": True}), other)
+    resumed = runtime.saver.get(other.thread_id or "")
+    assert resumed is not None and resumed.kind.value == "resume"
+    assert handle.status() == "running"
+    send_task(RESUME_TASK, kwargs=runtime.envelope(resumed).to_message())
+    final = handle.wait(timeout=20)
+    assert final.as_state_data()["log"] == ["a", "gate", "b"]
 
 
 def test_busy_thread_refuses_a_second_run_or_resume(

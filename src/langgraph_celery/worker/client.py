@@ -109,11 +109,10 @@ class CelerySource(Follower):
             notifier = runtime.executor.notifier
             subscription = notifier.subscribe(thread_id, False, checkpoint.run_id, outputs=True)
         try:
-            if graph_input.is_resume:
-                runtime.executor._send_resume(runtime.envelope(checkpoint))
-            else:
-                # marks and timers are idempotent, a task sent twice is applied once
-                await _astore(lambda: runtime.advance(checkpoint))
+            # The first step's tasks are sent from here, a start's or a resume's alike (no hop
+            # through a task of its own); marks and timers are idempotent, and a task sent twice
+            # is applied once.
+            await _astore(lambda: runtime.advance(checkpoint))
         except Exception as error:
             # The broker refused the run's first message: the run is stored, so record why it
             # did not start; the thread is not left busy, and GraphInput.resume() sends it again.

@@ -272,14 +272,6 @@ class CeleryExecutor:
             ignore_result=carried,
         )
 
-    def _send_resume(self, envelope: TaskEnvelope) -> None:
-        self.app.send_task(
-            names.RESUME_TASK,
-            kwargs=envelope.to_message(),
-            argsrepr="()",
-            kwargsrepr=_summary(envelope),
-        )
-
 
 def _summary(envelope: TaskEnvelope, parent: str | None = None) -> str:
     """What Flower and the logs show for a task's arguments (without building a repr)."""

@@ -4,7 +4,7 @@ Task names
     ``langgraph_celery.node.<graph_id>.<node_id>``  one task per node of each registered graph;
     its keyword arguments are a :class:`~langgraph_celery.worker.envelope.TaskEnvelope` (graph,
     node, thread, run, step, checkpoint, task), so Flower shows what ran where.
-    ``langgraph_celery.resume``  continues a parked run (sent by ``GraphInput.resume``).
+    ``langgraph_celery.resume``  continues a parked run (sent by earlier clients; served still).
     ``langgraph_celery.reap``  the beat job that re-dispatches stalled runs and expires
     parked runs whose interrupt deadline passed.
     ``langgraph_celery.start``  starts a run from a beat schedule (``schedule_run``).

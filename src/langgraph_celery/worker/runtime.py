@@ -372,7 +372,8 @@ class GraphRuntime:
                 )
 
     def resume(self, envelope: TaskEnvelope) -> dict[str, Any]:
-        """The body of the resume task: carry out the resumed checkpoint's next decision."""
+        """The body of the resume task (sent by clients of earlier versions: a client now carries
+        out a resume's first decision itself): carry out the resumed checkpoint's next decision."""
         view = self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
         checkpoint = view.checkpoint
         if checkpoint is None:
