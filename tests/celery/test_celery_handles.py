@@ -120,6 +120,43 @@ def test_a_resume_sends_the_resumed_node_itself_and_the_resume_task_still_serves
     assert final.as_state_data()["log"] == ["a", "gate", "b"]
 
 
+def test_a_first_message_the_broker_refuses_fails_the_run_and_a_resume_sends_it_again(
+    celery_stack: CeleryStack, thread: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kombu.exceptions import OperationalError
+
+    graph = celery_stack.graph("gate")
+    app = graph._source.runtime.executor.app
+    send_task = app.send_task
+
+    def refusing(name: str, *args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("the broker is gone")
+
+    config = RunnableConfig(thread_id=thread)
+    for attempt, graph_input in (
+        ("start", GraphInput.args({"topic": "t"})),
+        ("resume", GraphInput.resume({"approved": True})),
+    ):
+        with monkeypatch.context() as patch:
+            patch.setattr(app, "send_task", refusing)
+            with pytest.raises(OperationalError):
+                graph.invoke(graph_input, config)
+        # recorded failed where it stopped, not left busy, and sent again by a resume
+        snapshot = graph.get_state(config)
+        assert snapshot.next == (("a",) if attempt == "start" else ("gate",)), attempt
+        latest = graph._saver().get(thread)
+        assert latest is not None
+        assert RunHandle.from_run_id(graph, latest.run_id).status() == "failed"
+        graph.invoke(GraphInput.resume(), config)
+        if attempt == "start":
+            assert graph.get_state(config).next == ("gate",)  # parked at the approval
+    assert app.send_task == send_task
+    final = graph.get_state(config)
+    assert final.next == ()
+    assert final.state.data["log"] == ["a", "gate", "b"]
+    assert final.state.data["approved"] is True
+
+
 def test_busy_thread_refuses_a_second_run_or_resume(
     celery_stack: CeleryStack, thread: str, redis_client: Any
 ) -> None:
