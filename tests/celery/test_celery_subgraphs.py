@@ -244,7 +244,8 @@ def test_a_child_runs_outputs_stream_to_the_parents_clients_as_in_process(
     """The child's and the grandchild's node outputs and chunks reach the clients streaming the
     root run (``stream()``; ``RunHandle.stream()`` follows the same way), in order, each once,
     with the child's node ids and state: as in process, in every durability mode (with "exit"
-    a step that starts a child run, and the child's steps, are stored, not carried)."""
+    and "async" a step that starts a child run, and the child's steps, are stored before the
+    next step is sent: not carried, not stored behind)."""
     graph = celery_stack.graph("sub-streaming")
     local = sub_streaming().compile(
         CompileConfig(checkpoint_saver=MemorySaver(), graph_id="sub-streaming")

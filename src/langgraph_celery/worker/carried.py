@@ -145,12 +145,12 @@ async def commit_carried(
     goes_on = decision is not None and _loop.keeps_unstored(
         config.durability, decision, fan_out=False
     )
-    if not _loop.stores_behind(config.durability) and (
-        Extra.PARENT in at.extra or any(t.node in runtime.children for t in at.tasks)
-    ):
-        # ("exit") a compiled subgraph's child run stores its steps (the root run's clients
-        # read them in the store: worker/streaming.py), and a step that starts a child run is
-        # stored (the child's end commits it there)
+    if Extra.PARENT in at.extra or any(t.node in runtime.children for t in at.tasks):
+        # A compiled subgraph's child run stores each step before its next one is sent, in
+        # "async" too (the root run's clients read them in the store, in the order their step
+        # messages are published: worker/streaming.py; stored behind, a step's message could
+        # come after its successor's), and a step that starts a child run is stored (the
+        # child's end commits it there).
         goes_on = False
     if _loop.stores_behind(config.durability):
         ahead = Carried(at, checkpoint.checkpoint_id, carried.watched_at) if goes_on else None
