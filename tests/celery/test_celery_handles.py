@@ -13,8 +13,13 @@ from lgc_graphs import gate
 from celery_support import CeleryStack, run_client, wait_until
 from langgraph_celery import END, CompileConfig, GraphInput, GraphStateError, RunnableConfig
 from langgraph_celery.celery import RunHandle
-from langgraph_celery.checkpoint import MemorySaver
-from langgraph_celery.worker.names import RESUME_TASK, celery_task_id, thread_channel
+from langgraph_celery.checkpoint import CheckpointKind, MemorySaver
+from langgraph_celery.worker.names import (
+    RESUME_TASK,
+    celery_task_id,
+    node_task_name,
+    thread_channel,
+)
 
 
 def calls(redis_client: Any, thread: str, node: str) -> int:
@@ -98,7 +103,7 @@ def test_a_resume_sends_the_resumed_node_itself_and_the_resume_task_still_serves
     state = graph.invoke(GraphInput.resume({"approved": True}), config)
     assert state.data["log"] == ["a", "gate", "b"]
     # the client sent the parked node's task: no hop through the resume task
-    assert sent == ["langgraph_celery.node.gate.gate"]
+    assert sent == [node_task_name("gate", "gate")]
 
     # A resume message of an earlier client (it stored the resume checkpoint, then sent the
     # resume task) is still carried out by the workers.
@@ -113,7 +118,7 @@ def test_a_resume_sends_the_resumed_node_itself_and_the_resume_task_still_serves
         patch.setattr(runtime, "advance", stored_only)
         handle = graph.start(GraphInput.resume({"approved": True}), other)
     resumed = runtime.saver.get(other.thread_id or "")
-    assert resumed is not None and resumed.kind.value == "resume"
+    assert resumed is not None and resumed.kind is CheckpointKind.RESUME
     assert handle.status() == "running"
     send_task(RESUME_TASK, kwargs=runtime.envelope(resumed).to_message())
     final = handle.wait(timeout=20)
