@@ -372,6 +372,28 @@ def test_a_progressing_run_is_not_redispatched(stack: BeatStack, thread: str, r:
     wait_until(lambda: not timers_of(saver, thread), 10, 0.05, "the timer to be cleared")
 
 
+def test_an_exit_run_longer_than_stalled_after_is_not_taken_for_stalled(
+    stack: BeatStack, thread: str, r: Any
+) -> None:
+    """With ``"exit"`` only the run's start is stored until it ends, so the store shows no
+    progress; the tasks that carry its steps push the stall timer back, and beat's reaper
+    (every 0.5 s) leaves the run alone although it takes twice ``stalled_after``."""
+    sleeps = {f"sleep_{node}": STALLED_AFTER * 0.6 for node in ("a", "b", "c")}
+    config = RunnableConfig(thread_id=thread, durability="exit")
+    beat = stack.beat()
+    try:
+        handle = stack.graph("chain").start({"thread": thread, **sleeps}, config)
+        data = handle.wait(timeout=30).as_state_data()
+    finally:
+        stack.stop_beat(beat)
+    assert data["log"] == ["a", "b", "c"]
+    for node in ("a", "b", "c"):
+        assert count(r, "started", thread, node) == 1, node  # never sent again
+    assert beat.log().count("Sending due task langgraph_celery.reap") >= 4  # passes ran meanwhile
+    passes = reaper_passes(stack.workers["main"].log())  # (a pass that did something logs it)
+    assert not [p for p in passes if any(thread in threads for threads in p.values())], passes
+
+
 def test_timers_of_finished_runs_are_cleared(stack: BeatStack, r: Any) -> None:
     saver = stack.saver
     done, failed, parked = (f"{kind}-{uuid.uuid4().hex[:8]}" for kind in ("done", "fail", "park"))
