@@ -123,16 +123,36 @@ def _detached_message(broker_url: str) -> Any:
     return message
 
 
+def _settle_later(hub: Any) -> Any:
+    """What Celery 5.7's consumer passes a task's request as ``on_ack`` / ``on_reject``: a
+    promise that only schedules the message's ``ack_log_error`` (or ``reject_log_error``) on
+    the worker's event loop (``Consumer.call_soon_ack``); ``hub.run_once()`` runs it."""
+    from vine import promise
+
+    def call_soon(settle: Any, *args: Any, **kwargs: Any) -> None:
+        hub.call_soon(lambda: settle(*args, **kwargs))
+
+    return lambda settle: promise(call_soon, (settle,))
+
+
+@pytest.mark.parametrize("on_the_loop", [True, False], ids=["scheduled", "at-once"])
 @pytest.mark.parametrize("surviving", [True, False], ids=["executor's request", "celery's"])
-def test_acknowledging_on_a_lost_connection_does_not_stop_the_worker(
-    celery_redis_url: str, surviving: bool, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("settling", ["acknowledge", "reject"])
+def test_settling_on_a_lost_connection_does_not_stop_the_worker(
+    celery_redis_url: str,
+    surviving: bool,
+    on_the_loop: bool,
+    settling: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Kombu's Redis transport raises AttributeError when a task finished after the broker went
-    away acknowledges its message on the detached channel; out of the consumer's loop it stops
-    the worker.  The executor's request class logs it instead (the message, if the broker still
-    holds it, comes again and is applied once).  The failure is injected where Kombu raises it:
-    the message's ``ack``."""
+    away acknowledges (or rejects) its message on the detached channel; out of the consumer's
+    loop it stops the worker.  The executor's request class logs it instead (the message, if
+    the broker still holds it, comes again and is applied once), whether the settling runs at
+    once or, as Celery 5.7's consumer has it, later on the event loop.  The failure is injected
+    where Kombu raises it: the message's ``ack`` / ``reject``."""
     from celery.worker.request import Request
+    from kombu.asynchronous import Hub
 
     from langgraph_celery.worker.reconnect import SurvivingRequest
 
@@ -140,20 +160,37 @@ def test_acknowledging_on_a_lost_connection_does_not_stop_the_worker(
     task = app.task(name="x", shared=False)(_noop)
     message = _detached_message(celery_redis_url)
 
-    def ack(*args: Any, **kwargs: Any) -> None:
+    def fail(*args: Any, **kwargs: Any) -> None:
         raise AttributeError("'NoneType' object has no attribute 'hostname'")
 
-    message.ack = ack
-    kind = SurvivingRequest if surviving else Request
-    # (built as Celery's consumer builds a task's request: acknowledging calls the message's)
-    request = kind(message, on_ack=message.ack_log_error, app=app, task=task)
-    if surviving:
-        request.acknowledge()
-        assert request.acknowledged
-        assert "came on a broker connection that is gone" in caplog.text
-    else:
-        with pytest.raises(AttributeError, match="hostname"):
-            request.acknowledge()
+    message.ack = message.reject = fail
+    hub = Hub()
+    try:
+        later = _settle_later(hub) if on_the_loop else (lambda settle: settle)
+        kind = SurvivingRequest if surviving else Request
+        # (built as Celery's consumer builds a task's request)
+        request = kind(
+            message,
+            on_ack=later(message.ack_log_error),
+            on_reject=later(message.reject_log_error),
+            app=app,
+            task=task,
+        )
+
+        def settle() -> None:
+            getattr(request, settling)()
+            if on_the_loop:
+                hub.run_once()
+
+        if surviving:
+            settle()
+            assert request.acknowledged
+            assert "came on a broker connection that is gone" in caplog.text
+        else:
+            with pytest.raises(AttributeError, match="hostname"):
+                settle()
+    finally:
+        hub.close()
 
 
 def test_an_acknowledgement_error_on_a_live_connection_still_propagates(

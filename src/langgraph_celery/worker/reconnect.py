@@ -85,31 +85,41 @@ class SurvivingRequest(NodeRequest):
     stops the worker.  The message cannot be acknowledged on a connection that is gone: it is
     logged and left; the broker delivers it again if it still holds it, and the task finds its
     step already done (its update is applied once).  Any other error propagates as before.
+
+    The guard is on the message's own ``ack`` and ``reject``, not on :meth:`acknowledge`:
+    Celery 5.7's consumer hands the request an ``on_ack`` that only schedules the
+    acknowledgement on the event loop (``Consumer.call_soon_ack``), so the error is raised
+    there, after :meth:`acknowledge` has returned.
     """
 
-    def acknowledge(self) -> None:
-        try:
-            super().acknowledge()
-        except AttributeError as error:
-            if not _detached(self.message):
-                raise
-            log.warning(
-                "task %s: its message came on a broker connection that is gone; not "
-                "acknowledged (%r), it may be delivered again and is then applied once",
-                self.id,
-                error,
-            )
-            self.acknowledged = True
+    def __init__(self, message: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(message, *args, **kwargs)
+        _guard_settling(message, self.id)
 
-    def reject(self, requeue: bool = False) -> None:
+
+def _guard_settling(message: Any, task_id: str) -> None:
+    """Make ``message``'s ``ack`` and ``reject`` log, not raise, the ``AttributeError`` of a
+    channel whose connection is gone (see :class:`SurvivingRequest`)."""
+    for name in ("ack", "reject"):
+        setattr(message, name, _guarded(message, task_id, name, getattr(message, name)))
+
+
+def _guarded(
+    message: Any, task_id: str, name: str, settle: Callable[..., None]
+) -> Callable[..., None]:
+    def guarded(*args: Any, **kwargs: Any) -> None:
         try:
-            super().reject(requeue=requeue)
+            settle(*args, **kwargs)
         except AttributeError as error:
-            if not _detached(self.message):
+            if not _detached(message):
                 raise
             log.warning(
-                "task %s: its message came on a broker connection that is gone; not rejected (%r)",
-                self.id,
+                "task %s: its message came on a broker connection that is gone; not %s (%r), "
+                "it may be delivered again and is then applied once",
+                task_id,
+                "acknowledged" if name == "ack" else "rejected",
                 error,
             )
-            self.acknowledged = True
+
+    guarded.__wrapped__ = settle  # type: ignore[attr-defined]
+    return guarded
