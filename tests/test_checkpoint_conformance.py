@@ -279,6 +279,29 @@ def test_importing_the_library_does_not_import_pytest() -> None:
     assert completed.stdout.strip() == "no-pytest"
 
 
+def test_sqlalchemy_is_imported_only_by_a_program_that_uses_sql_saver() -> None:
+    """An in-process graph with ``MemorySaver`` does not pay for importing SQLAlchemy (about a
+    third of a second); ``SqlSaver`` from ``langgraph_celery.checkpoint`` imports it."""
+    script = (
+        "import sys\n"
+        "import langgraph_celery\n"
+        "from langgraph_celery.checkpoint import MemorySaver, SchemaError\n"
+        "assert 'sqlalchemy' not in sys.modules, 'sqlalchemy was imported'\n"
+        "from langgraph_celery.checkpoint import SqlSaver\n"
+        "assert 'sqlalchemy' in sys.modules and SqlSaver.__name__ == 'SqlSaver'\n"
+        "print('lazy')\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "lazy"
+    import langgraph_celery.checkpoint as checkpoint
+
+    with pytest.raises(AttributeError, match="has no attribute 'SqlSavers'"):
+        _ = checkpoint.SqlSavers  # type: ignore[attr-defined]
+
+
 def test_sql_saver_without_upsert_keeps_run_records_the_same_way(sql_saver: SqlSaver) -> None:
     """A database without ``INSERT ... ON CONFLICT``: update, else insert (the same rules)."""
     sql_saver.setup()

@@ -42,6 +42,11 @@ class CheckpointConflictError(GraphStateError):
     """Another writer already stored a checkpoint for the same thread, run and step."""
 
 
+class SchemaError(GraphStateError):
+    """The saver's tables cannot be brought to the schema this code needs: they are newer than
+    it, or their data stops a migration.  The message says what to do."""
+
+
 class SerializationError(GraphError):
     """A value cannot be stored with the checkpoint saver's serializer."""
 

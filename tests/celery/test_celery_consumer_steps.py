@@ -125,14 +125,13 @@ def _detached_message(broker_url: str) -> Any:
 
 def _settle_later(hub: Any) -> Any:
     """What Celery 5.7's consumer passes a task's request as ``on_ack`` / ``on_reject``: a
-    promise that only schedules the message's ``ack_log_error`` (or ``reject_log_error``) on
+    callable that only schedules the message's ``ack_log_error`` (or ``reject_log_error``) on
     the worker's event loop (``Consumer.call_soon_ack``); ``hub.run_once()`` runs it."""
-    from vine import promise
 
-    def call_soon(settle: Any, *args: Any, **kwargs: Any) -> None:
-        hub.call_soon(lambda: settle(*args, **kwargs))
+    def later(settle: Any) -> Any:
+        return lambda *args, **kwargs: hub.call_soon(lambda: settle(*args, **kwargs))
 
-    return lambda settle: promise(call_soon, (settle,))
+    return later
 
 
 @pytest.mark.parametrize("on_the_loop", [True, False], ids=["scheduled", "at-once"])

@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from langgraph_celery.checkpoint._migrations import SchemaError
+from typing import TYPE_CHECKING, Any
+
 from langgraph_celery.checkpoint._retention import Keep, Kept, PruneResult
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
@@ -18,8 +19,10 @@ from langgraph_celery.checkpoint.base import (
 )
 from langgraph_celery.checkpoint.index import RunIndex, RunRecord, RunStatus
 from langgraph_celery.checkpoint.memory import MemorySaver
-from langgraph_celery.checkpoint.sql import SqlSaver
-from langgraph_celery.errors import CheckpointConflictError
+from langgraph_celery.errors import CheckpointConflictError, SchemaError
+
+if TYPE_CHECKING:
+    from langgraph_celery.checkpoint.sql import SqlSaver
 
 __all__ = [
     "BaseCheckpointSaver",
@@ -41,3 +44,12 @@ __all__ = [
     "Timer",
     "WriteKind",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # SqlSaver imports SQLAlchemy (a third of a second): only a program that uses it pays.
+    if name == "SqlSaver":
+        from langgraph_celery.checkpoint.sql import SqlSaver
+
+        return SqlSaver
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

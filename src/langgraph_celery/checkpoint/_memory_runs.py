@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 from datetime import datetime
 
-from langgraph_celery.checkpoint._schema import as_utc
+from langgraph_celery.checkpoint._records import as_utc
 from langgraph_celery.checkpoint.base import Timer
 from langgraph_celery.checkpoint.index import (
     RunRecord,

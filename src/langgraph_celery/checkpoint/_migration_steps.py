@@ -46,14 +46,9 @@ from langgraph_celery.checkpoint._schema import (
     constraint_names,
 )
 from langgraph_celery.checkpoint.base import kind_of_body
-from langgraph_celery.errors import GraphStateError
+from langgraph_celery.errors import SchemaError
 
 __all__ = ["LATEST_VERSION", "MIGRATIONS", "Migration", "MigrationContext", "SchemaError"]
-
-
-class SchemaError(GraphStateError):
-    """The saver's tables cannot be brought to the schema this code needs: they are newer than
-    it, or their data stops a migration.  The message says what to do."""
 
 
 @dataclass(frozen=True)

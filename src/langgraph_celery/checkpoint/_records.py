@@ -21,6 +21,7 @@ __all__ = [
     "PendingWrite",
     "Timer",
     "WriteKind",
+    "as_utc",
     "kind_of_body",
 ]
 
@@ -220,3 +221,12 @@ class CheckpointView:
     parent_markers: dict[str, PendingWrite] = field(default_factory=dict)
     #: True when the same run already stored the next step (this step is done).
     step_committed: bool = False
+
+
+def as_utc(value: datetime) -> datetime:
+    """``value`` as an aware UTC datetime (a naive one is taken to be UTC already)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    if value.tzinfo is UTC:
+        return value
+    return value.astimezone(UTC)

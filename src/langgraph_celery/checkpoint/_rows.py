@@ -9,7 +9,7 @@ from typing import Any
 
 from langgraph_celery.checkpoint._delta import Chain
 from langgraph_celery.checkpoint._incremental import Incremental
-from langgraph_celery.checkpoint._schema import as_utc
+from langgraph_celery.checkpoint._records import as_utc
 from langgraph_celery.checkpoint._statements import Statements
 from langgraph_celery.checkpoint.base import Checkpoint
 from langgraph_celery.serde import Serializer

@@ -78,7 +78,6 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from sqlalchemy import (
     BigInteger,
@@ -107,7 +106,6 @@ __all__ = [
     "TIMERS_TABLE",
     "WRITES_TABLE",
     "Tables",
-    "as_utc",
     "build_tables",
     "check_prefix",
     "constraint_names",
@@ -283,15 +281,6 @@ def run_status_type(prefix: str) -> Enum:
         length=16,
         name=f"{prefix}runs_status_ck",
     )
-
-
-def as_utc(value: datetime) -> datetime:
-    """``value`` as an aware UTC datetime (a naive one is taken to be UTC already)."""
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    if value.tzinfo is UTC:
-        return value
-    return value.astimezone(UTC)
 
 
 _seq_lock = threading.Lock()

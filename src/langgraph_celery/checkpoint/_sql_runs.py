@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from langgraph_celery.checkpoint._conflicts import is_uniqueness_violation
 from langgraph_celery.checkpoint._database import SqlDatabase
-from langgraph_celery.checkpoint._schema import as_utc
+from langgraph_celery.checkpoint._records import as_utc
 from langgraph_celery.checkpoint.base import Timer
 from langgraph_celery.checkpoint.index import RunRecord, RunStatus, check_page, check_run_owner
 

@@ -22,8 +22,8 @@ from langgraph_celery.checkpoint._conflicts import message as conflict_message
 from langgraph_celery.checkpoint._delta import Chain
 from langgraph_celery.checkpoint._incremental import Incremental
 from langgraph_celery.checkpoint._memory_runs import MemoryRuns
+from langgraph_celery.checkpoint._records import as_utc
 from langgraph_celery.checkpoint._retention import StoredRef, is_child_of
-from langgraph_celery.checkpoint._schema import as_utc
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,

@@ -33,9 +33,10 @@ from langgraph_celery.checkpoint._engines import (  # (SQLITE_BUSY_TIMEOUT: its 
     SQLITE_BUSY_TIMEOUT,  # noqa: F401
 )
 from langgraph_celery.checkpoint._incremental import Encoded, Incremental
+from langgraph_celery.checkpoint._records import as_utc
 from langgraph_celery.checkpoint._retention import StoredRef, child_prefix, is_child_of
 from langgraph_celery.checkpoint._rows import RowReader
-from langgraph_celery.checkpoint._schema import DEFAULT_TABLE_PREFIX, as_utc, constraint_names
+from langgraph_celery.checkpoint._schema import DEFAULT_TABLE_PREFIX, constraint_names
 from langgraph_celery.checkpoint._sql_runs import SqlRuns, run_row
 from langgraph_celery.checkpoint._sql_writes import SqlWrites
 from langgraph_celery.checkpoint.base import (
