@@ -264,6 +264,15 @@ def test_the_shipped_suite_runs_in_a_saver_authors_own_tests(tmp_path: Path) -> 
     assert " passed" in summary and " failed" in summary and " error" in summary, summary
 
 
+def _in_a_new_process(script: str, printed: str) -> None:
+    """Run ``script`` in a new interpreter: it succeeds and prints ``printed``."""
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == printed
+
+
 def test_importing_the_library_does_not_import_pytest() -> None:
     script = (
         "import sys\n"
@@ -272,11 +281,7 @@ def test_importing_the_library_does_not_import_pytest() -> None:
         "assert 'langgraph_celery.testing' not in sys.modules\n"
         "print('no-pytest')\n"
     )
-    completed = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
-    )
-    assert completed.returncode == 0, completed.stderr
-    assert completed.stdout.strip() == "no-pytest"
+    _in_a_new_process(script, "no-pytest")
 
 
 def test_sqlalchemy_is_imported_only_by_a_program_that_uses_sql_saver() -> None:
@@ -291,11 +296,7 @@ def test_sqlalchemy_is_imported_only_by_a_program_that_uses_sql_saver() -> None:
         "assert 'sqlalchemy' in sys.modules and SqlSaver.__name__ == 'SqlSaver'\n"
         "print('lazy')\n"
     )
-    completed = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
-    )
-    assert completed.returncode == 0, completed.stderr
-    assert completed.stdout.strip() == "lazy"
+    _in_a_new_process(script, "lazy")
     import langgraph_celery.checkpoint as checkpoint
 
     with pytest.raises(AttributeError, match="has no attribute 'SqlSavers'"):
