@@ -100,12 +100,12 @@ class SurvivingRequest(NodeRequest):
 def _guard_settling(message: Any, task_id: str) -> None:
     """Make ``message``'s ``ack`` and ``reject`` log, not raise, the ``AttributeError`` of a
     channel whose connection is gone (see :class:`SurvivingRequest`)."""
-    for name in ("ack", "reject"):
-        setattr(message, name, _guarded(message, task_id, name, getattr(message, name)))
+    for name, undone in (("ack", "acknowledged"), ("reject", "rejected")):
+        setattr(message, name, _guarded(message, task_id, undone, getattr(message, name)))
 
 
 def _guarded(
-    message: Any, task_id: str, name: str, settle: Callable[..., None]
+    message: Any, task_id: str, undone: str, settle: Callable[..., None]
 ) -> Callable[..., None]:
     def guarded(*args: Any, **kwargs: Any) -> None:
         try:
@@ -117,9 +117,8 @@ def _guarded(
                 "task %s: its message came on a broker connection that is gone; not %s (%r), "
                 "it may be delivered again and is then applied once",
                 task_id,
-                "acknowledged" if name == "ack" else "rejected",
+                undone,
                 error,
             )
 
-    guarded.__wrapped__ = settle  # type: ignore[attr-defined]
     return guarded
