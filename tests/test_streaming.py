@@ -317,8 +317,12 @@ def test_async_generator_chunks_arrive_while_the_node_runs() -> None:
     assert outputs[-1].state.data == {"live": True}
 
 
-@pytest.mark.parametrize("how", ["generator", "emit_in_parallel_step"])
+@pytest.mark.parametrize(
+    "how", ["generator", "emit_in_parallel_step", "emit_alone", "emit_in_a_wrap_hook"]
+)
 def test_plain_code_in_threads_streams_while_it_runs(how: str) -> None:
+    """SPEC section 9: ``config.emit(value)`` streams at once, also from a plain node alone in
+    its step (run inline by ``invoke``, in a thread when someone streams the run)."""
     received = threading.Event()
 
     def generator_node(state: AgentState) -> dict[str, Any]:
@@ -332,9 +336,18 @@ def test_plain_code_in_threads_streams_while_it_runs(how: str) -> None:
         config.emit("first")
         return {"live": received.wait(5)}
 
+    def emitting_hook(node: str, state: Any, config: RunnableConfig, action: Any) -> Any:
+        config.emit("first")
+        return {**action(state, config), "live": received.wait(5)}
+
     graph = StateGraph()
     if how == "generator":
         graph.add_node("n", generator_node).add_edge(START, "n").add_edge("n", END)
+    elif how == "emit_alone":
+        graph.add_node("n", emitting_node).add_edge(START, "n").add_edge("n", END)
+    elif how == "emit_in_a_wrap_hook":
+        graph.add_node("n", lambda s: {}).add_edge(START, "n").add_edge("n", END)
+        graph.add_wrap_call_node_hook("n", emitting_hook)
     else:  # two plain nodes in one step run in threads
         graph.add_node("n", emitting_node).add_node("other", lambda s: {"other": 1})
         graph.add_edge(START, "n").add_edge(START, "other")

@@ -21,7 +21,7 @@ from langgraph_celery.graph._durable import Keeper
 from langgraph_celery.graph._engine import Engine
 from langgraph_celery.graph._loop import Action
 from langgraph_celery.graph._marks import MARK_KINDS, Failure, Mark, Parking, StepMarks
-from langgraph_celery.graph._streaming import Chunks, discard
+from langgraph_celery.graph._streaming import Chunks, discard, is_streamed
 from langgraph_celery.graph._subgraph import SubgraphCancelled, parking_of, parking_record
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import (
@@ -83,7 +83,8 @@ async def _run_tasks(
     runner = engine.runner
     if len(tasks) == 1:
         # a plain node runs inline on our own loop (plain invoke), in a thread on a caller's
-        threaded = not _sync.on_own_loop()
+        # loop or when the run is streamed: what it emits reaches the caller while it runs
+        threaded = is_streamed(config) or not _sync.on_own_loop()
         try:
             return [await runner.run_task(tasks[0], checkpoint.values, config, threaded=threaded)]
         except BaseException as error:

@@ -26,13 +26,19 @@ from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.state import Channel, compose_updates
 from langgraph_celery.graph.types import Done, NodeOutput
 
-__all__ = ["Chunks", "discard", "resolve", "streaming_key"]
+__all__ = ["Chunks", "discard", "is_streamed", "resolve", "streaming_key"]
 
 _GENERATORS = (GeneratorType, AsyncGeneratorType)
 
 
 def discard(output: NodeOutput) -> None:
     """The sink of a run nobody streams (``invoke``): chunks are produced and dropped."""
+
+
+def is_streamed(config: RunnableConfig) -> bool:
+    """Whether someone streams the run ``config`` belongs to: what its nodes emit is wanted
+    while they run."""
+    return config._sink is not None and config._sink is not discard
 
 
 def streaming_key(node: str, update: Any) -> str | None:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointKind
 from langgraph_celery.graph import _marks
 from langgraph_celery.graph._marks import Extra, Parking
-from langgraph_celery.graph._streaming import discard
+from langgraph_celery.graph._streaming import is_streamed
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.state import (
     MARK_FOR_REMOVAL,
@@ -333,7 +333,7 @@ class SubgraphNode:
         parent_outcome = config._outcome
         if isinstance(parent_outcome, Outcome):
             parent_outcome.link(outcome)
-        live = config._sink is not None and config._sink is not discard
+        live = is_streamed(config)
         final: dict[str, Any] | None = None
         async for output in run_local(
             engine, graph_input, child_config, outcome, live=live, begin=begin
