@@ -6,6 +6,7 @@ import asyncio
 import sys
 import threading
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -440,6 +441,38 @@ def test_async_retry_waits_without_blocking_the_event_loop(waits: Waits) -> None
     assert sorted(final.value("log")) == ["ok", "ticker"]
     ticks = [("tick", tick) for tick in range(5)]
     assert waits.events == ["call", ("await", 0.08), *ticks, "call"]
+
+
+def test_a_plain_nodes_back_off_leaves_its_executor_free(waits: Waits) -> None:
+    """A plain node on an executor of one thread (``parallel_executors``) that fails: the
+    retry's back-off is awaited on the loop, so during it the executor runs other work, and
+    the next attempt runs on the executor again (LangGraph4j's GraphExecutorTest)."""
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="the-executor")
+    threads: list[str] = []
+
+    async def other_work_on_the_executor() -> None:
+        loop = asyncio.get_running_loop()
+        threads.append(await loop.run_in_executor(executor, lambda: "free"))
+
+    waits.during_await = other_work_on_the_executor
+
+    class OnItsThread(Flaky):
+        def __call__(self, state: AgentState) -> dict[str, Any]:
+            threads.append(threading.current_thread().name)
+            return Flaky.__call__(self, state)
+
+    node = OnItsThread(ConnectionError("1"))
+    node.events = waits.events
+    policy = RetryPolicy(retry_on=ConnectionError, retry_delay=0.05, jitter=False)
+    try:
+        final = graph_with(node, policy).invoke(
+            {}, RunnableConfig(parallel_executors={"flaky": executor})
+        )
+    finally:
+        executor.shutdown()
+    assert final.value("log") == ["before", "ok"]
+    assert waits.events == ["call", ("await", 0.05), "call"]
+    assert threads == ["the-executor_0", "free", "the-executor_0"]
 
 
 def test_global_retry_hook_applies_to_every_node() -> None:

@@ -66,6 +66,15 @@ class _Chain:
         #: attempts are timed one by one)
         self.timeout = timeout
         self.is_sync = not action.is_async and not any(map(is_async_callable, self.wrap))
+        #: every wrap hook has an async twin (RetryPolicy's) and the action no time limit (whose
+        #: overrunning calls keep threads of their own): a plain action run on a thread is then
+        #: called attempt by attempt from the loop, which waits out the back-off, so the wait
+        #: never holds the node's thread (or its executor)
+        self.waits_on_loop = (
+            timeout is None
+            and bool(self.wrap)
+            and all(getattr(hook, ASYNC_VARIANT, None) is not None for hook in self.wrap)
+        )
 
     def sync_call(self, node: str) -> SyncAction:
         action, timeout = self.action, self.timeout
@@ -265,7 +274,7 @@ class TaskRunner:
         before_update = None
         if chain.before:
             state, before_update = await self._before(chain, node, state, config)
-        if chain.is_sync:
+        if chain.is_sync and not (threaded and chain.waits_on_loop):
             call = chain.sync_call(node)
             if threaded or chain.timeout is not None:
                 loop = asyncio.get_running_loop()
