@@ -83,10 +83,12 @@ async def _run_tasks(
     runner = engine.runner
     if len(tasks) == 1:
         # a plain node runs inline on our own loop (plain invoke), in a thread on a caller's
-        # loop or when the run is streamed: what it emits reaches the caller while it runs
-        threaded = is_streamed(config) or not _sync.on_own_loop()
+        # loop, or when the run is streamed and the node may emit: what it emits then reaches
+        # the caller while it runs
+        task = tasks[0]
+        threaded = not _sync.on_own_loop() or (is_streamed(config) and runner.may_emit(task.node))
         try:
-            return [await runner.run_task(tasks[0], checkpoint.values, config, threaded=threaded)]
+            return [await runner.run_task(task, checkpoint.values, config, threaded=threaded)]
         except BaseException as error:
             if not isinstance(error, Exception):
                 raise

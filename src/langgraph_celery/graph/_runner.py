@@ -66,6 +66,8 @@ class _Chain:
         #: attempts are timed one by one)
         self.timeout = timeout
         self.is_sync = not action.is_async and not any(map(is_async_callable, self.wrap))
+        #: whether anything in the chain gets the config, and so may stream with ``emit``
+        self.gets_config = action.takes_config or bool(hooks)
         #: every wrap hook has an async twin (RetryPolicy's) and the action no time limit (whose
         #: overrunning calls keep threads of their own): a plain action run on a thread is then
         #: called attempt by attempt from the loop, which waits out the back-off, so the wait
@@ -294,6 +296,11 @@ class TaskRunner:
         for hook in chain.after:
             result = await _resolve(hook(node, state, config, result))
         return result, before_update
+
+    def may_emit(self, node: str) -> bool:
+        """Whether ``node`` (its action or a hook of it) gets the config, and so may stream
+        with ``config.emit`` while it runs."""
+        return self._nodes[node].gets_config
 
     async def run_task(
         self,
