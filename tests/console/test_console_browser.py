@@ -132,6 +132,39 @@ def test_approve_with_the_form_of_a_pydantic_model(tab: Watched, graphs: Graphs)
     assert values(graphs, thread)["channel"] == "bank"
 
 
+def test_a_form_sent_back_with_errors_is_shown_and_never_sent_again(
+    tab: Watched, graphs: Graphs
+) -> None:
+    """The page that answers a refused approval is the answer to a POST: a live change of the
+    inbox flags it as stale instead of reloading it (which would send the form again), and
+    the error is in view, with its field focused."""
+    run_id, thread = park(graphs.refunds, {"name": "Eli"})
+    posts: list[str] = []
+    tab.page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    tab.go("/inbox")
+    card = tab.page.locator(f"#run-{run_id}")
+    card.locator("input[name='field.amount']").fill("")
+    card.locator("button[data-action=approve]").click()
+    tab.page.wait_for_selector("[data-form-failed]")
+    assert (
+        "was not resumed: the form has errors"
+        in tab.page.locator("[data-form-failed]").inner_text()
+    )
+    failed = tab.page.locator(f"#run-{run_id} [data-form-error]")
+    in_view = (
+        "e => { const r = e.getBoundingClientRect(); "
+        "return r.top >= 0 && r.bottom <= innerHeight; }"
+    )
+    assert failed.evaluate(in_view)
+    assert tab.page.evaluate("document.activeElement.name") == "field.amount"
+    park(graphs.letters, {"name": "Fin"})  # the inbox changes meanwhile
+    tab.page.wait_for_selector("[data-stale]", state="visible", timeout=15000)
+    assert len(posts) == 1
+    assert tab.page.locator("[data-stale] a").get_attribute("href") == "/inbox"
+    assert status_of(graphs, run_id) is RunStatus.PARKED
+    assert "refunded" not in values(graphs, thread)
+
+
 def test_cancel_a_parked_run(tab: Watched, graphs: Graphs) -> None:
     run_id, _ = park(graphs.letters, {"name": "Xia"})
     tab.go("/inbox")
@@ -140,6 +173,11 @@ def test_cancel_a_parked_run(tab: Watched, graphs: Graphs) -> None:
     assert "cancelled" in tab.page.locator("[data-notice]").inner_text()
     assert tab.page.locator(f"#run-{run_id}").count() == 0
     assert status_of(graphs, run_id) is RunStatus.CANCELLED
+    # its thread shows the node it stopped before, in the cancelled run's colours
+    tab.go(f"/runs/{run_id}")
+    assert tab.page.locator('g.node.current.status-cancelled[data-node="approve"]').count() == 1
+    assert tab.page.locator(".legend .swatch.current.status-cancelled").count() == 1
+    assert "Cancelled before approve" in tab.page.locator(".now").inner_text()
 
 
 def test_retry_a_failed_run(tab: Watched, graphs: Graphs) -> None:

@@ -325,7 +325,7 @@ def _carry_out(console: Console, action: str, form: dict[str, str], run_id: str)
     if approval.model is not None and form.get("mode") != "json":
         update, checked = parse_form(approval, form)
         if update is None:
-            raise _FormInvalid("the form has errors: see the fields marked below", checked)
+            raise _FormInvalid("the form has errors: see the fields marked in red", checked)
         return steering.approve(run_id, update)
     try:
         update = parse_update(form.get("update"))

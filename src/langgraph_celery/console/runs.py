@@ -233,7 +233,11 @@ class ThreadView:
             return run.parking.node_id
         if run.failure is not None:
             return run.failure.node_id
-        return run.record.node
+        if run.record.node is not None or run.status is RunStatus.COMPLETED:
+            return run.record.node
+        # (a cancelled run: the node it stopped before, as `langgraph-celery status` shows it)
+        latest = self.checkpoints[0].checkpoint
+        return latest.next[0] if latest.next else None
 
     @property
     def visited(self) -> set[str]:

@@ -45,6 +45,19 @@
 
   restoreNotice();
 
+  // A form the server sent back with errors: this page answers a POST, so a live change must
+  // not reload it (that would send the form again); the errors are brought into view.
+  var formError = document.querySelector("[data-form-error]");
+  if (formError) {
+    markDirty();
+    var reload = document.querySelector("[data-stale] a");
+    if (reload) { reload.setAttribute("href", "/inbox"); }
+    var card = formError.closest("article") || formError;
+    card.scrollIntoView({ block: "start" });
+    var invalid = card.querySelector(".field.invalid input, .field.invalid select, .field.invalid textarea, textarea[data-json-editor]");
+    if (invalid) { invalid.focus({ preventScroll: true }); }
+  }
+
   function reloadOrFlag() {
     if (dirty || document.activeElement && /^(TEXTAREA|INPUT|SELECT)$/.test(document.activeElement.tagName)) {
       showStale();
