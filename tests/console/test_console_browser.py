@@ -224,6 +224,9 @@ def test_fork_from_a_checkpoint(tab: Watched, graphs: Graphs) -> None:
     tab.go(f"/runs/{forked}")
     assert tab.page.locator("tr[data-checkpoint]").count() > rows_before
     assert tab.page.locator('g.node.current.status-parked[data-node="approve"]').count() == 1
+    # the fork's branch has not been through `send` (the first run's branch has)
+    assert tab.page.locator('g.node.visited[data-node="draft"]').count() == 1
+    assert tab.page.locator('g.node.visited[data-node="send"]').count() == 0
 
 
 def console_graphs_resume(update: dict[str, Any]) -> Any:

@@ -241,7 +241,17 @@ class ThreadView:
 
     @property
     def visited(self) -> set[str]:
-        return {row.checkpoint.node for row in self.checkpoints if row.checkpoint.node}
+        """The nodes the thread's latest checkpoint went through: its own branch's, not those
+        of a branch a fork left behind."""
+        by_id = {row.checkpoint.checkpoint_id: row.checkpoint for row in self.checkpoints}
+        nodes: set[str] = set()
+        checkpoint = self.checkpoints[0].checkpoint if self.checkpoints else None
+        while checkpoint is not None:
+            if checkpoint.node:
+                nodes.add(checkpoint.node)
+            parent = checkpoint.parent_id
+            checkpoint = by_id.pop(parent, None) if parent is not None else None
+        return nodes
 
 
 def _updates(checkpoint: Checkpoint) -> list[tuple[str, Any]]:
