@@ -8,7 +8,8 @@ checkpoints ``LGC_DATABASE_URL``; a ``celery -A cli_runs_graphs worker`` serves 
   input's ``note``), metadata, a deadline (its ``timeout``) and a suggested resume update until
   the state holds ``approved``.
 - ``broken``: ``check`` fails with an error whose message holds a database URL and its password.
-- ``slow``: ``tick`` loops (0.3 s a step) until ``ticks`` reaches ``until``: a run to cancel.
+- ``slow``: ``tick`` loops (0.3 s a step) until ``ticks`` reaches ``until``: a run to cancel;
+  ``slow_here`` is the same graph run in process (no executor).
 """
 
 from __future__ import annotations
@@ -66,11 +67,11 @@ def again(state: AgentState) -> str:
     return "tick" if int(state.value("ticks", 0)) < int(state.value("until", 1000)) else END
 
 
-def _compiled(builder: StateGraph, graph_id: str) -> Any:
+def _compiled(builder: StateGraph, graph_id: str, on_celery: bool = True) -> Any:
     return builder.compile(
         CompileConfig(
             checkpoint_saver=SqlSaver(DATABASE_URL),
-            executor=executor,
+            executor=executor if on_celery else None,
             graph_id=graph_id,
             recursion_limit=10_000,
         )
@@ -92,10 +93,15 @@ broken = _compiled(
     "cli-runs-broken",
 )
 
-slow = _compiled(
-    StateGraph()
-    .add_node("tick", tick)
-    .add_edge(START, "tick")
-    .add_conditional_edges("tick", again, {"tick": "tick", END: END}),
-    "cli-runs-slow",
-)
+
+def _ticking() -> StateGraph:
+    return (
+        StateGraph()
+        .add_node("tick", tick)
+        .add_edge(START, "tick")
+        .add_conditional_edges("tick", again, {"tick": "tick", END: END})
+    )
+
+
+slow = _compiled(_ticking(), "cli-runs-slow")
+slow_here = _compiled(_ticking(), "cli-runs-slow-here", on_celery=False)

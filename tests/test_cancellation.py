@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from langgraph_celery import (
     END,
     START,
@@ -161,6 +163,63 @@ def test_a_cancelled_run_keeps_its_checkpoints_and_resumes(saver: BaseCheckpoint
     assert run is not None and run.status is RunStatus.CANCELLED
     state = graph.invoke(GraphInput.resume(), config)
     assert state.data["messages"] == ["agent_1", "agent_2", "agent_3"]
+
+
+def interrupted_chain(saver: BaseCheckpointSaver, interrupt_at: int | None) -> Any:
+    """``tick`` loops until ``ticks`` is 5; raises KeyboardInterrupt (Ctrl-C in the node)
+    on the step ``interrupt_at``, once."""
+
+    def tick(state: Any) -> dict[str, Any]:
+        ticks = int(state.value("ticks", 0))
+        if ticks == interrupt_at:
+            raise KeyboardInterrupt
+        return {"ticks": ticks + 1}
+
+    def again(state: Any) -> str:
+        return "tick" if int(state.value("ticks", 0)) < 5 else END
+
+    builder = StateGraph().add_node("tick", tick).add_edge(START, "tick")
+    builder.add_conditional_edges("tick", again, {"tick": "tick", END: END})
+    return builder.compile(CompileConfig(checkpoint_saver=saver, graph_id="ticking"))
+
+
+@pytest.mark.parametrize("how", ["invoke", "stream"])
+def test_a_ctrl_c_in_a_node_records_the_run_cancelled_and_resumable(
+    saver: BaseCheckpointSaver, how: str
+) -> None:
+    """A KeyboardInterrupt raised in a node (the node runs inline, or in the task that runs a
+    streamed run's step): it reaches the caller, and the run is recorded cancelled, never left
+    running, with the thread resumable from its last checkpoint."""
+    config = RunnableConfig(thread_id=f"ctrl-c-{how}")
+    graph = interrupted_chain(saver, interrupt_at=2)
+    with pytest.raises(KeyboardInterrupt):
+        if how == "invoke":
+            graph.invoke({}, config)
+        else:
+            list(graph.stream({}, config))
+    run = saver.get_run(saver.get(config.thread_id).run_id)  # type: ignore[attr-defined]
+    assert run is not None and run.status is RunStatus.CANCELLED
+    assert graph.get_state(config).values["ticks"] == 2
+    resumed = interrupted_chain(saver, interrupt_at=None).invoke(GraphInput.resume(), config)
+    assert resumed.data["ticks"] == 5
+
+
+def test_closing_a_stream_between_two_outputs_records_the_run_cancelled(
+    saver: BaseCheckpointSaver,
+) -> None:
+    """``GraphStream.close()`` (a Ctrl-C in the caller's loop body, a ``break``): the run
+    stops where it is, recorded cancelled, resumable."""
+    config = RunnableConfig(thread_id="closed")
+    graph = interrupted_chain(saver, interrupt_at=None)
+    stream = graph.stream({}, config)
+    for output in stream:
+        if output.node == "tick":
+            break
+    stream.close()
+    stream.close()  # (once is enough)
+    run = saver.get_run(saver.get("closed").run_id)  # type: ignore[attr-defined]
+    assert run is not None and run.status is RunStatus.CANCELLED
+    assert graph.invoke(GraphInput.resume(), config).data["ticks"] == 5
 
 
 # -- CancellationTest.graphWithParallelNodesCancelTest: cancelled with interrupt -------------------

@@ -292,6 +292,28 @@ def test_cancel_stops_a_running_run_on_the_in_process_worker(db: str) -> None:
     assert [r["run_id"] for r in listed["runs"]] == [run_id]
 
 
+@pytest.mark.parametrize("target", ["cli_runs_graphs:slow_here", "cli_runs_graphs:slow"])
+def test_ctrl_c_stops_a_run_of_this_process_cancelled_and_resumable(db: str, target: str) -> None:
+    """Ctrl-C during ``run`` in process (``slow_here``) or on the CLI's worker thread (``slow``,
+    in-memory broker): the run stops, is recorded cancelled, and the command that continues it
+    is printed; no traceback.  (On external workers it goes on: the Redis test.)"""
+    running = start("run", target, "--thread", "stopped", "--db", db)
+    try:
+        assert running.stdout is not None
+        run_id = run_id_in(read_until(running.stdout, r"^tick: "))
+        running.send_signal(signal.SIGINT)
+        _, err = running.communicate(timeout=30)
+    finally:
+        running.kill()
+        running.wait()
+    assert running.returncode == 130
+    resume = f"langgraph-celery resume {target} --thread stopped"
+    assert f"run {run_id} stopped (cancelled); continue it with:\n  {resume}\n" in err
+    assert "Traceback" not in err
+    document = as_json(cli("status", target, run_id, "--db", db, "--json"))
+    assert document["status"] == "cancelled" and document["node"] == "tick"
+
+
 def test_cancel_cancels_a_parked_run_and_refuses_a_completed_one(db: str) -> None:
     target = "cli_runs_graphs:approval"
     run_id = run_id_in(ok(cli("run", target, "--thread", "c-parked", "--db", db)))

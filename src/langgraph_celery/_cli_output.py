@@ -252,6 +252,7 @@ def follow(
     from langgraph_celery.graph.config import RunnableConfig
     from langgraph_celery.graph.types import END, StreamMode
     from langgraph_celery.worker.embedded import EmbeddedWorkerError, embedded_worker_for
+    from langgraph_celery.worker.handle import RunHandle
 
     config = RunnableConfig(thread_id=thread_id, stream_mode=StreamMode.UPDATES)
     # If the worker thread dies, the run cannot progress: wake this thread up to say so.
@@ -272,9 +273,10 @@ def follow(
     run_id = _resumed_run(graph, graph_input, thread_id)
     if run_id is not None:
         print(f"run: {run_id}", file=out, flush=True)
+    stream: GraphStream | None = None
     try:
         with worker or nullcontext():
-            stream: GraphStream = graph.stream(graph_input, config)
+            stream = graph.stream(graph_input, config)
             hint.poke()
             for output in stream:
                 hint.poke()
@@ -285,6 +287,8 @@ def follow(
                 if output.node != END:
                     print(f"{output.node}: {to_json(output.update or {})}", file=out, flush=True)
     except KeyboardInterrupt:
+        if stream is not None:  # (interrupted between two outputs: the run stops here)
+            stream.close()
         if worker is not None and worker.crashed:
             why = "" if worker.crashed is True else f" ({worker.crashed!r})"
             raise EmbeddedWorkerError(
@@ -295,6 +299,16 @@ def follow(
             cancel = " ".join(shlex.quote(word) for word in (PROG, "cancel", target, run_id))
             print(
                 f"\nthe run goes on on the Celery workers; stop it with:\n  {cancel}",
+                file=sys.stderr,
+            )
+        elif run_id is not None and thread_id:  # stopped here: recorded cancelled, resumable
+            if worker is not None:  # (its messages go with this process: cancel the run)
+                RunHandle(run_id, thread_id, graph).cancel()
+            resume = " ".join(
+                shlex.quote(word) for word in (PROG, "resume", target, "--thread", thread_id)
+            )
+            print(
+                f"\nrun {run_id} stopped (cancelled); continue it with:\n  {resume}",
                 file=sys.stderr,
             )
         raise

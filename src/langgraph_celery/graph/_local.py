@@ -259,6 +259,8 @@ async def run_local(
                     finally:
                         if not running.done():  # (the caller stopped, or was cancelled)
                             running.cancel()
+                        elif not running.cancelled():
+                            running.exception()  # (a Ctrl-C in a node: raised by the loop)
                     step = running.result()
             except asyncio.CancelledError:
                 if not (outcome.cancelled and outcome.interrupt):

@@ -14,6 +14,7 @@ to the broker) holds up nobody else.  On a caller's loop (``ainvoke``, ``astream
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -89,8 +90,23 @@ def _in_running_loop() -> bool:
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion from plain code."""
     if _in_running_loop():
-        return _HELPER.submit(lambda: _thread_loop().run_until_complete(coroutine)).result()
-    return _thread_loop().run_until_complete(coroutine)
+        return _HELPER.submit(lambda: _until_complete(_thread_loop(), coroutine)).result()
+    return _until_complete(_thread_loop(), coroutine)
+
+
+def _until_complete(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, T]) -> T:
+    task = loop.create_task(coroutine)
+    try:
+        return loop.run_until_complete(task)
+    except BaseException:
+        if not task.done():
+            # Interrupted (Ctrl-C in a node of another task, SystemExit) while the coroutine
+            # waited: cancel it and let it unwind, so that its ``finally`` blocks run (a run
+            # records where it stopped), then raise the interruption.
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(task)
+        raise
 
 
 def step_sync(generator: AsyncIterator[T]) -> T:

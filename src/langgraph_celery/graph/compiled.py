@@ -159,6 +159,15 @@ class GraphStream(Iterator[NodeOutput], AsyncIterator[NodeOutput]):
             self._close()
             raise
 
+    def close(self) -> None:
+        """Stop iterating.  In process, a run still going stops where it is, recorded
+        cancelled (its checkpoints stay: the thread can be resumed); on Celery the run goes on
+        on the workers (stop it with :meth:`cancel`).  Nothing happens once the stream ended."""
+        if self._finished:
+            return
+        self._close()
+        _sync.run_sync(self._generator.aclose())  # type: ignore[attr-defined]
+
     def _close(self) -> None:
         self._finished = True
         if self._pinned is not None:
