@@ -22,7 +22,8 @@ def _setting(name: str, schemes: tuple[str, ...]) -> str:
     value = os.environ.get(name, "")
     if not value.startswith(schemes):
         raise RuntimeError(
-            f"set {name} to a {' or '.join(schemes)} URL (see deploy/.env.example); got "
+            f"set {name} to a {' or '.join(schemes)} URL (docker-compose.yml builds it from "
+            f"deploy/.env.example; run by hand, export it: docs/deployment.md); got "
             f"{value.split('://')[0] + '://...' if value else 'nothing'}"
         )
     return value

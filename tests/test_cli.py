@@ -106,6 +106,15 @@ def test_demo_shows_the_diagram_parks_then_approves_and_completes(tmp_path: Path
     assert snapshot["next"] == []
 
 
+def test_demo_on_a_broker_prints_a_worker_command_with_the_same_store(tmp_path: Path) -> None:
+    """The demo's default store is a SQLite file of the working directory: the worker command
+    it prints names that file by its absolute path, so a worker started anywhere opens it."""
+    result = cli("demo", "--park", "--broker", "redis://127.0.0.1:1/0", cwd=tmp_path)
+    assert result.returncode == 2  # (nothing listens on port 1)
+    store = f"sqlite:///{tmp_path / 'langgraph-celery-demo.sqlite'}"
+    assert f"LGC_DATABASE_URL={store} celery -A langgraph_celery.demo worker\n" in result.stdout
+
+
 def test_demo_park_then_the_printed_command_resumes_it_in_a_new_process(db: str) -> None:
     out = ok(cli("demo", "--park", "--db", db, "--thread", "demo-parked"))
     assert "parked at node 'approve'" in out

@@ -26,6 +26,7 @@ __all__ = [
     "ENV_VARIABLES",
     "JSON_HELP",
     "PROG",
+    "absolute_sqlite",
     "check_reachable",
     "environment_flags",
     "follow",
@@ -66,14 +67,23 @@ def environment_flags(args: argparse.Namespace) -> list[str]:
     return flags
 
 
-def worker_command(module: str) -> str:
-    """How to start a worker for ``module`` with this command's environment (passwords masked)."""
-    assignments = [
-        f"{variable}={shlex.quote(masked(os.environ[variable]))}"
-        for variable in ENV_VARIABLES.values()
-        if os.environ.get(variable)
-    ]
+def worker_command(module: str, settings: Mapping[str, str] | None = None) -> str:
+    """How to start a worker for ``module`` with this command's environment, and ``settings``
+    over it (passwords masked)."""
+    environment = {v: os.environ[v] for v in ENV_VARIABLES.values() if os.environ.get(v)}
+    environment.update(settings or {})
+    assignments = [f"{name}={shlex.quote(masked(value))}" for name, value in environment.items()]
     return " ".join([*assignments, "celery", "-A", module, "worker"])
+
+
+def absolute_sqlite(url: str) -> str:
+    """``url`` with a relative SQLite file path made absolute (a worker started in another
+    directory then opens the same file); any other URL as it is."""
+    prefix = "sqlite:///"
+    path = url[len(prefix) :] if url.startswith(prefix) else ""
+    if not path or path.startswith("/") or path.startswith(":memory:"):
+        return url
+    return prefix + os.path.abspath(path)
 
 
 def _float(value: float) -> float | str:

@@ -247,7 +247,7 @@ def add_parsers(
     cancel = commands.add_parser(
         "cancel",
         parents=[one_run],
-        help="stop a running run (Celery)",
+        help="cancel a running or parked run (Celery)",
         usage=f"{PROG} cancel [MODULE[:GRAPH]] RUN_ID [--db URL] [--broker URL] [--json]",
     )
     cancel.add_argument(

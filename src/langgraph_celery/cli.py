@@ -58,6 +58,7 @@ from langgraph_celery._cli_output import (
     ENV_VARIABLES,
     JSON_HELP,
     PROG,
+    absolute_sqlite,
     environment_flags,
     follow,
     resume_command,
@@ -285,7 +286,9 @@ def cmd_demo(args: argparse.Namespace, out: IO[str]) -> int:
         file=out,
     )
     if not embedded:
-        print(f"  workers:     {worker_command('langgraph_celery.demo')}", file=out)
+        # (the workers must open the same checkpoint store: a relative SQLite path, made absolute)
+        same_store = {demo.DATABASE_ENV: absolute_sqlite(database)}
+        print(f"  workers:     {worker_command('langgraph_celery.demo', same_store)}", file=out)
     print("\n" + graph.get_graph("mermaid").content + "\n", file=out)
     start = {"topic": args.topic, "recipient": "team@example.com"}
     interruption = follow(graph, start, thread_id, target=DEMO_TARGET, env=env, out=out)
