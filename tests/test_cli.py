@@ -210,6 +210,16 @@ def test_bad_json_names_the_flag_and_the_parse_error() -> None:
     result = cli("resume", DEMO, "--thread", "t", "--update", "[true]")
     assert result.returncode == 2
     assert "--update must be a JSON object, got list" in result.stderr
+    result = cli("run", "cli_graphs:arithmetic", "--input", '{"n": NaN}')  # Python's, not JSON
+    assert result.returncode == 2
+    assert "--input holds NaN, which JSON does not have" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "resume", "state", "history"])
+def test_an_empty_thread_id_is_refused(command: str, db: str) -> None:
+    result = cli(command, "cli_graphs:checkpointed", "--thread", "", "--db", db)
+    assert result.returncode == 2 and result.stdout == ""
+    assert "a thread id cannot be empty" in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -107,6 +107,16 @@ def test_prune_every_thread_of_the_graph(db: str) -> None:
     assert len(build(db).get_state_history(RunnableConfig(thread_id="done"))) == 1
 
 
+def test_a_thread_of_another_graph_is_refused_and_kept(db: str) -> None:
+    other = build(db, graph_id="another-graph")
+    config = RunnableConfig(thread_id="not-mine")
+    other.invoke({}, config)
+    result = cli("prune", TARGET, "--thread", "not-mine", "--keep-last", "1", "--db", db)
+    assert result.returncode == 2 and result.stdout == ""
+    assert "thread 'not-mine' holds runs of graph 'another-graph', not of" in result.stderr
+    assert len(other.get_state_history(config)) == 3
+
+
 def _ids_of(db: str, thread: str) -> tuple[str, str]:
     history = build(db).get_state_history(RunnableConfig(thread_id=thread))
     return history[0].checkpoint_id, history[1].checkpoint_id
@@ -120,6 +130,7 @@ def _ids_of(db: str, thread: str) -> tuple[str, str]:
         ([TARGET, "--thread", "t"], "the following arguments are required: --keep-last"),
         ([TARGET, "--thread", "t", "--keep-last", "0"], "'0' is not a number of checkpoints"),
         ([TARGET, "--thread", "t", "--keep-last", "x"], "'x' is not a number of checkpoints"),
+        ([TARGET, "--thread", "", "--keep-last", "1"], "a thread id cannot be empty"),
         (
             ["cli_retention_graphs:stateless", "--thread", "t", "--keep-last", "1"],
             "has no checkpoint saver, so it keeps no threads to prune",

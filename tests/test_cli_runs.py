@@ -372,6 +372,7 @@ def test_a_run_of_another_graph_is_refused_with_the_graph_it_belongs_to(db: str)
     [
         (["runs", "cli_graphs:arithmetic"], "cli_graphs:arithmetic has no checkpoint saver"),
         (["runs", "cli_graphs:checkpointed", "--limit", "0"], "--limit: must be 1 or more, got 0"),
+        (["runs", "cli_graphs:checkpointed", "--limit", "9" * 20], "must be at most 10000"),
         (["runs", "cli_graphs:checkpointed", "--status", "paused"], "invalid choice: 'paused'"),
         (["runs", "cli_graphs:routed", "--before", "nope"], "--before nope: no such run of"),
         (["status", "json", "f" * 32], "module 'json' holds no compiled graph at its top"),

@@ -4,13 +4,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import Any
 
 from langgraph_celery.graph.draw import CONTROL_CHARACTERS
 
-__all__ = ["MAX_JSON_DEPTH", "UsageError", "json_object", "one_line"]
+__all__ = ["MAX_JSON_DEPTH", "UsageError", "json_object", "one_line", "thread_id"]
 
 #: How deeply ``--input`` and ``--update`` may nest arrays and objects (the object itself is 1):
 #: far more than a state needs, and well below where parsing or serializing it runs out of stack.
@@ -47,7 +48,11 @@ def json_object(flag: str, text: str | None) -> dict[str, Any] | None:
         "flatten it (or set the state in a node)"
     )
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_not_json)
+    except _NotJson as constant:
+        raise UsageError(
+            f"{flag} holds {constant}, which JSON does not have: write it as a string or null"
+        ) from None
     except RecursionError:
         raise UsageError(too_deep) from None
     except json.JSONDecodeError as error:
@@ -64,6 +69,23 @@ def json_object(flag: str, text: str | None) -> dict[str, Any] | None:
     if _depth(value) > MAX_JSON_DEPTH:
         raise UsageError(too_deep)
     return value
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _not_json(constant: str) -> Any:
+    raise _NotJson(constant)  # NaN, Infinity, -Infinity: Python's json reads them, JSON has none
+
+
+def thread_id(text: str) -> str:
+    """``--thread``'s value (an argparse type): a thread id is not empty."""
+    if not text:
+        raise argparse.ArgumentTypeError(
+            "a thread id cannot be empty: name the thread, or leave --thread out for a new one"
+        )
+    return text
 
 
 def one_line(flag: str, text: str | None) -> str | None:

@@ -64,7 +64,9 @@ def load_graph(target: str) -> CompiledGraph:
         if isinstance(value, StateGraph)
         else ""
     )
-    raise UsageError(f"{target} is a {type(value).__name__}, not a CompiledGraph{hint}")
+    kind = type(value).__name__
+    article = "an" if kind[:1].lower() in "aeiou" else "a"
+    raise UsageError(f"{target} is {article} {kind}, not a CompiledGraph{hint}")
 
 
 def load_graphs(target: str) -> dict[str, CompiledGraph]:

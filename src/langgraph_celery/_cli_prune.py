@@ -29,8 +29,10 @@ from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from langgraph_celery._cli_input import UsageError
+from langgraph_celery._cli_input import thread_id as thread_id_type
 from langgraph_celery._cli_output import to_json
 from langgraph_celery.checkpoint import BaseCheckpointSaver, Keep, Kept, PruneResult, RunIndex
+from langgraph_celery.graph._marks import Extra
 
 if TYPE_CHECKING:
     from langgraph_celery.graph.compiled import CompiledGraph
@@ -65,7 +67,7 @@ def add_prune_parser(commands: Any, target: argparse.ArgumentParser) -> None:
         "(parked, failed, cancelled or running runs' latest checkpoints); remove the rest.",
     )
     which = prune.add_mutually_exclusive_group(required=True)
-    which.add_argument("--thread", metavar="ID", help="the thread to prune")
+    which.add_argument("--thread", metavar="ID", type=thread_id_type, help="the thread to prune")
     which.add_argument(
         "--all",
         action="store_true",
@@ -92,6 +94,8 @@ def cmd_prune(args: argparse.Namespace, out: IO[str]) -> int:
             f"{args.target} has no checkpoint saver, so it keeps no threads to prune; compile "
             "it with CompileConfig(checkpoint_saver=...)"
         )
+    if args.thread is not None:
+        _check_owner(graph, saver, args)
     threads = [args.thread] if args.thread is not None else list(_threads_of(graph, saver, args))
     results = []
     for thread_id in threads:
@@ -109,6 +113,20 @@ def cmd_prune(args: argparse.Namespace, out: IO[str]) -> int:
     elif not results:
         print(f"no thread of graph {graph.config.graph_id!r} in the run index", file=out)
     return 0
+
+
+def _check_owner(
+    graph: CompiledGraph, saver: BaseCheckpointSaver, args: argparse.Namespace
+) -> None:
+    """Refuse to prune a thread that holds another graph's runs (as ``run`` refuses it)."""
+    latest = saver.get(args.thread)
+    owner = latest.extra.get(Extra.GRAPH_ID) if latest is not None else None
+    graph_id = graph.config.graph_id
+    if owner is not None and graph_id is not None and owner != graph_id:
+        raise UsageError(
+            f"thread {args.thread!r} holds runs of graph {owner!r}, not of {args.target} "
+            f"({graph_id!r}): prune it with the module:graph of {owner!r}"
+        )
 
 
 def _threads_of(

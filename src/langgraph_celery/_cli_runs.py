@@ -195,6 +195,10 @@ def _command(command: str, *words: str) -> str:
 # -- the commands ---------------------------------------------------------------------------------
 
 
+#: The most runs one page of ``runs`` lists (the next page: ``--before``).
+MOST_A_PAGE = 10_000
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -202,6 +206,10 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    if value > MOST_A_PAGE:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {MOST_A_PAGE}, got {value}: page on with --before"
+        )
     return value
 
 

@@ -52,7 +52,13 @@ from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING
 
 from langgraph_celery import _cli_runs
-from langgraph_celery._cli_input import MAX_JSON_DEPTH, UsageError, json_object, one_line
+from langgraph_celery._cli_input import (
+    MAX_JSON_DEPTH,
+    UsageError,
+    json_object,
+    one_line,
+    thread_id,
+)
 from langgraph_celery._cli_load import DEMO_TARGET, ImportFailure, import_module, load_graph
 from langgraph_celery._cli_output import (
     ENV_VARIABLES,
@@ -113,7 +119,9 @@ def _parser() -> argparse.ArgumentParser:
     target = argparse.ArgumentParser(add_help=False, parents=[env])
     target.add_argument("target", metavar="MODULE:GRAPH", help="e.g. langgraph_celery.demo:graph")
     thread = argparse.ArgumentParser(add_help=False)
-    thread.add_argument("--thread", metavar="ID", help="thread id (checkpointed graphs)")
+    thread.add_argument(
+        "--thread", metavar="ID", type=thread_id, help="thread id (checkpointed graphs)"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = commands.add_parser(
@@ -122,7 +130,9 @@ def _parser() -> argparse.ArgumentParser:
     mode = demo.add_mutually_exclusive_group()
     mode.add_argument("--approve", action="store_true", help="approve at once (the default)")
     mode.add_argument("--park", action="store_true", help="stop parked; print the resume command")
-    demo.add_argument("--thread", metavar="ID", help="thread id (default: a new one)")
+    demo.add_argument(
+        "--thread", metavar="ID", type=thread_id, help="thread id (default: a new one)"
+    )
     demo.add_argument("--topic", default="the product launch", help="what the draft is about")
     run = commands.add_parser("run", parents=[target, thread], help="start a run, follow it")
     run.add_argument(
