@@ -256,6 +256,17 @@ def test_state_of_an_unknown_thread_is_a_graph_state_error(db: str) -> None:
     )
 
 
+def test_a_store_that_fails_is_named_with_where_it_came_from(tmp_path: Path) -> None:
+    for database in ("postgresql://nobody:pw-Secret@127.0.0.1:1/x", f"{tmp_path}/no/dir/x.db"):
+        result = cli("state", "cli_graphs:checkpointed", "--thread", "t", "--db", database)
+        assert result.returncode == 1 and "OperationalError" in result.stderr
+        shown = database.replace("pw-Secret", "**")
+        shown = shown if "://" in shown else f"sqlite:///{shown}"
+        assert f"note: the checkpoint database is {shown} (from --db): " in result.stderr
+        assert "Background on this error" not in result.stderr
+        assert "pw-Secret" not in result.stderr
+
+
 def test_worker_refuses_the_in_memory_broker() -> None:
     result = cli("worker", "langgraph_celery.demo")
     assert result.returncode == 2

@@ -394,11 +394,27 @@ def _main(argv: list[str]) -> int:
         message = (
             str(error) if isinstance(error, ImportFailure) else f"{type(error).__name__}: {error}"
         )
+        # (SQLAlchemy's errors end with a link to its error catalogue: not what to do here)
+        message = message.split("\n(Background on this error at:")[0]
         print(f"{PROG} {args.command}: {message}", file=sys.stderr)
-        note = misread_note(_url_source(args, "db"), os.environ.get(ENV_VARIABLES["db"], ""))
+        database = os.environ.get(ENV_VARIABLES["db"], "")
+        note = misread_note(_url_source(args, "db"), database)
         if note:
             print(note, file=sys.stderr)
+        elif type(error).__module__.startswith("sqlalchemy"):
+            print(_database_note(args, database), file=sys.stderr)
         return 1
+
+
+def _database_note(args: argparse.Namespace, database: str) -> str:
+    """What to check when the checkpoint store failed: the database, and where it came from."""
+    if database:
+        where = f"{masked(database)} (from {_url_source(args, 'db')})"
+        return f"note: the checkpoint database is {where}: check that it is reachable"
+    return (
+        "note: the checkpoint database is the one the graph's module configures; name it with "
+        "--db or LGC_DATABASE_URL if the module reads that variable"
+    )
 
 
 if __name__ == "__main__":
