@@ -314,6 +314,17 @@ def test_ctrl_c_stops_a_run_of_this_process_cancelled_and_resumable(db: str, tar
     assert document["status"] == "cancelled" and document["node"] == "tick"
 
 
+def test_status_of_a_run_a_later_run_went_on_from_offers_a_fork_not_a_resume(db: str) -> None:
+    target = "cli_runs_graphs:approval"
+    first = run_id_in(ok(cli("run", target, "--thread", "twice", "--db", db)))
+    second = run_id_in(ok(cli("run", target, "--thread", "twice", "--db", db)))
+    shown = ok(cli("status", "cli_runs_graphs", first, "--db", db))
+    assert f"run {second} went on on thread twice after it: `resume` continues that" in shown
+    assert "fork this run's last checkpoint (" in shown
+    assert "resume it with" not in shown
+    assert "resume it with" in ok(cli("status", "cli_runs_graphs", second, "--db", db))
+
+
 def test_cancel_cancels_a_parked_run_and_refuses_a_completed_one(db: str) -> None:
     target = "cli_runs_graphs:approval"
     run_id = run_id_in(ok(cli("run", target, "--thread", "c-parked", "--db", db)))

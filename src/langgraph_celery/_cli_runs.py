@@ -178,6 +178,14 @@ def _hints(run: RunView, target: str, graph: CompiledGraph, env: list[str]) -> l
     """What the user can do next with ``run``, as commands to copy."""
     if run.status is RunStatus.RUNNING and on_celery(graph):
         return ["cancel it with:", f"  {_command('cancel', target, run.run_id, *env)}"]
+    behind = _left_behind(run, graph) if run.status is not RunStatus.COMPLETED else None
+    if behind is not None:
+        later, checkpoint_id = behind
+        return [
+            f"run {later} went on on thread {run.thread_id} after it: `resume` continues that",
+            f"one; fork this run's last checkpoint ({checkpoint_id}) to go on from it (the",
+            "console's Fork, or RunnableConfig(thread_id=..., checkpoint_id=...))",
+        ]
     if run.status is RunStatus.PARKED:
         suggested = run.metadata.get("resume_with")
         update = dict(suggested) if isinstance(suggested, Mapping) else None
@@ -186,6 +194,17 @@ def _hints(run: RunView, target: str, graph: CompiledGraph, env: list[str]) -> l
         what = "run its failed step again" if run.status is RunStatus.FAILED else "continue it"
         return [f"{what} with:", f"  {resume_command(target, run.thread_id, None, env)}"]
     return []
+
+
+def _left_behind(run: RunView, graph: CompiledGraph) -> tuple[str, str] | None:
+    """When a later run went on on ``run``'s thread: that run's id, and ``run``'s own latest
+    checkpoint (what a fork goes on from)."""
+    saver = graph.checkpoint_saver
+    latest = saver.get(run.thread_id) if saver is not None else None
+    if saver is None or latest is None or latest.run_id == run.run_id:
+        return None
+    own = next((c for c in saver.list(run.thread_id) if c.run_id == run.run_id), None)
+    return (latest.run_id, own.checkpoint_id) if own is not None else None
 
 
 def _command(command: str, *words: str) -> str:

@@ -99,13 +99,18 @@ def _until_complete(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, A
     try:
         return loop.run_until_complete(task)
     except BaseException:
-        if not task.done():
-            # Interrupted (Ctrl-C in a node of another task, SystemExit) while the coroutine
-            # waited: cancel it and let it unwind, so that its ``finally`` blocks run (a run
-            # records where it stopped), then raise the interruption.
+        # Interrupted (Ctrl-C, SystemExit) in this task or in another one it waited for: cancel
+        # what is left and let it unwind, so that its ``finally`` blocks run (a run records
+        # where it stopped), then raise the interruption (a second Ctrl-C stops the unwinding).
+        if task.done():
+            if not task.cancelled():
+                task.exception()  # (raised here: not "never retrieved")
+        else:
             task.cancel()
-            with contextlib.suppress(BaseException):
-                loop.run_until_complete(task)
+        left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        if left:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
         raise
 
 
