@@ -91,6 +91,22 @@ def read_until(stream: IO[str], pattern: str, timeout: float = 30.0) -> str:
     raise AssertionError(f"no line matching {pattern!r} in:\n{seen}")
 
 
+def interrupted(*args: str, **env: str) -> tuple[str, str]:
+    """``langgraph-celery ARGS`` (a run of ``slow``) stopped with Ctrl-C after its first
+    ``tick``: exit code 130; the run id and what it wrote on stderr."""
+    running = start(*args, **env)
+    try:
+        assert running.stdout is not None
+        run_id = run_id_in(read_until(running.stdout, r"^tick: "))
+        running.send_signal(signal.SIGINT)
+        _, err = running.communicate(timeout=30)
+    finally:
+        running.kill()
+        running.wait()
+    assert running.returncode == 130
+    return run_id, err
+
+
 @pytest.fixture
 def db(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'runs.sqlite'}"
@@ -297,16 +313,7 @@ def test_ctrl_c_stops_a_run_of_this_process_cancelled_and_resumable(db: str, tar
     """Ctrl-C during ``run`` in process (``slow_here``) or on the CLI's worker thread (``slow``,
     in-memory broker): the run stops, is recorded cancelled, and the command that continues it
     is printed; no traceback.  (On external workers it goes on: the Redis test.)"""
-    running = start("run", target, "--thread", "stopped", "--db", db)
-    try:
-        assert running.stdout is not None
-        run_id = run_id_in(read_until(running.stdout, r"^tick: "))
-        running.send_signal(signal.SIGINT)
-        _, err = running.communicate(timeout=30)
-    finally:
-        running.kill()
-        running.wait()
-    assert running.returncode == 130
+    run_id, err = interrupted("run", target, "--thread", "stopped", "--db", db)
     resume = f"langgraph-celery resume {target} --thread stopped"
     assert f"run {run_id} stopped (cancelled); continue it with:\n  {resume}\n" in err
     assert "Traceback" not in err
@@ -451,16 +458,7 @@ def test_on_redis_runs_status_and_the_cancel_command_printed_on_ctrl_c(
     assert error["status"] == "failed" and error["error"]["type"] == "ConnectionError"
 
     # Ctrl-C leaves the run going on the workers, and says how to stop it
-    following = start("run", "cli_runs_graphs:slow", "--thread", "r-s", **worker)
-    try:
-        assert following.stdout is not None
-        run_id = run_id_in(read_until(following.stdout, r"^tick: "))
-        following.send_signal(signal.SIGINT)
-        _, err = following.communicate(timeout=30)
-    finally:
-        following.kill()
-        following.wait()
-    assert following.returncode == 130
+    run_id, err = interrupted("run", "cli_runs_graphs:slow", "--thread", "r-s", **worker)
     command = f"langgraph-celery cancel cli_runs_graphs:slow {run_id}"
     assert f"the run goes on on the Celery workers; stop it with:\n  {command}\n" in err
     time.sleep(1.0)  # a step or more: it still runs
