@@ -385,6 +385,19 @@ def test_a_run_of_another_graph_is_refused_with_the_graph_it_belongs_to(db: str)
     assert as_json(cli("status", "cli_runs_graphs:approval", run_id, "--db", db, "--json"))
 
 
+def test_state_and_history_of_another_graphs_thread_say_so(db: str) -> None:
+    ok(cli("run", "cli_runs_graphs:approval", "--thread", "theirs", "--db", db))
+    for command in ("state", "history"):
+        result = cli(command, "cli_runs_graphs:slow", "--thread", "theirs", "--db", db)
+        assert result.returncode == 0, result
+        assert (
+            "note: thread 'theirs' holds runs of graph 'cli-runs-approval', not of "
+            "cli_runs_graphs:slow ('cli-runs-slow'): shown as cli_runs_graphs:slow reads it"
+        ) in result.stderr
+    mine = cli("state", "cli_runs_graphs:approval", "--thread", "theirs", "--db", db)
+    assert mine.returncode == 0 and mine.stderr == ""
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

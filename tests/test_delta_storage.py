@@ -154,3 +154,29 @@ def test_every_way_a_step_changes_state_reads_back_from_a_cold_handle(
     assert len(history) == len(stored) >= 12
     assert {c.checkpoint_id: c.values for c in history} == stored
     assert sum(not ref.whole for ref in cold.stored_refs("t1")) >= len(history) - 2
+
+
+def test_a_read_that_a_concurrent_prune_overtakes_starts_again(tmp_path: Any) -> None:
+    """A reader has the latest row (a delta) when a prune of the thread commits: the prune
+    made that row whole and removed its parents, so the reader, missing the parent, reads the
+    row again (now whole) instead of failing with ``LookupError``."""
+    url = f"sqlite:///{tmp_path / 'race.sqlite'}"
+    writer = SqlSaver(url)
+    app = _talker(writer)
+    expected = app.invoke({"messages": [{"n": "user"}]}, CFG).data
+    reader = SqlSaver(url)  # (a cold cache: it reads the delta's parents from the rows)
+    statements, read = reader._sql, reader._rows._read
+    pruned: list[int] = []
+
+    def read_then_prune(statement: Any, params: Any) -> Any:
+        if statement is statements.body_of and not pruned:  # the delta's first parent
+            pruned.append(len(writer.prune("t1", keep_last=1).deleted))
+        return read(statement, params)
+
+    reader._rows._read = read_then_prune  # type: ignore[method-assign]
+    try:
+        assert dict(reader.get("t1").values) == dict(expected)  # type: ignore[union-attr]
+    finally:
+        reader.dispose()
+        writer.dispose()
+    assert pruned and pruned[0] > 0

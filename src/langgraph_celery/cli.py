@@ -248,6 +248,7 @@ def cmd_state(args: argparse.Namespace, out: IO[str]) -> int:
 
     thread_id = _required_thread(args)
     graph = load_graph(args.target)
+    _note_another_graph(graph, thread_id, args.target)
     snapshot = graph.get_state(RunnableConfig(thread_id=thread_id, checkpoint_id=args.checkpoint))
     run = _cli_runs.thread_run(graph, thread_id, snapshot.checkpoint_id)
     document = snapshot_json(snapshot, thread_id)
@@ -264,9 +265,26 @@ def cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
 
     thread_id = _required_thread(args)
     graph = load_graph(args.target)
+    _note_another_graph(graph, thread_id, args.target)
     snapshots = graph.get_state_history(RunnableConfig(thread_id=thread_id))
     print(to_json([snapshot_json(s, thread_id) for s in snapshots], indent=2), file=out)
     return 0
+
+
+def _note_another_graph(graph: CompiledGraph, thread_id: str, target: str) -> None:
+    """Say on stderr when the thread holds another graph's runs (read, not refused)."""
+    from langgraph_celery.graph._marks import Extra
+
+    saver = graph.checkpoint_saver
+    latest = saver.get(thread_id) if saver is not None else None
+    owner = latest.extra.get(Extra.GRAPH_ID) if latest is not None else None
+    graph_id = graph.config.graph_id
+    if owner is not None and graph_id is not None and owner != graph_id:
+        print(
+            f"note: thread {thread_id!r} holds runs of graph {owner!r}, not of {target} "
+            f"({graph_id!r}): shown as {target} reads it",
+            file=sys.stderr,
+        )
 
 
 def cmd_draw(args: argparse.Namespace, out: IO[str]) -> int:

@@ -5,7 +5,7 @@ at a time, then the rest of its chain at once: see :mod:`langgraph_celery.checkp
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph_celery.checkpoint._delta import Chain
 from langgraph_celery.checkpoint._incremental import Incremental
@@ -14,7 +14,30 @@ from langgraph_celery.checkpoint._statements import Statements
 from langgraph_celery.checkpoint.base import Checkpoint
 from langgraph_celery.serde import Serializer
 
-__all__ = ["RowReader"]
+__all__ = ["REREADS", "PrunedMeanwhile", "RowReader", "reread_if_pruned"]
+
+T = TypeVar("T")
+
+#: How many times a read starts again when a prune removed a row it was reading through.
+REREADS = 3
+
+
+class PrunedMeanwhile(LookupError):
+    """A delta's parent was gone when the read reached it: a prune of the thread committed
+    between the read of the row and that of its parent (it made the row whole first, so the
+    row read again needs no parent)."""
+
+
+def reread_if_pruned(read: Callable[[], T]) -> T:
+    """``read()``, started again (up to :data:`REREADS` times) when a concurrent prune removed a
+    row it was reading through."""
+    for attempt in range(REREADS):
+        try:
+            return read()
+        except PrunedMeanwhile:
+            if attempt == REREADS - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 class RowReader:
@@ -76,7 +99,7 @@ class RowReader:
             fetched.update((r.checkpoint_id, r) for r in rows)
             found = fetched.get(checkpoint_id)
             if found is None:
-                raise LookupError(
+                raise PrunedMeanwhile(
                     f"checkpoint {row.checkpoint_id!r} of thread {thread_id!r} is stored as a "
                     f"delta of {checkpoint_id!r}, which is gone"
                 )

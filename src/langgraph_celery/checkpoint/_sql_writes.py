@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from langgraph_celery.checkpoint._conflicts import constraint_name, is_uniqueness_violation
 from langgraph_celery.checkpoint._database import SqlDatabase
-from langgraph_celery.checkpoint._rows import RowReader
+from langgraph_celery.checkpoint._rows import RowReader, reread_if_pruned
 from langgraph_celery.checkpoint._schema import next_write_seq
 from langgraph_celery.checkpoint.base import CheckpointView, PendingWrite, WriteKind
 
@@ -87,6 +87,9 @@ class SqlWrites(SqlDatabase):
         return self._view(thread_id, checkpoint_id, copy=False)
 
     def _view(self, thread_id: str, checkpoint_id: str | None, copy: bool) -> CheckpointView:
+        return reread_if_pruned(lambda: self._view_once(thread_id, checkpoint_id, copy))
+
+    def _view_once(self, thread_id: str, checkpoint_id: str | None, copy: bool) -> CheckpointView:
         if checkpoint_id is None:
             rows = self._read(self._sql.view_latest, {"thread_id": thread_id})
         else:

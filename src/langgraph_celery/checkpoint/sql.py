@@ -35,7 +35,7 @@ from langgraph_celery.checkpoint._engines import (  # (SQLITE_BUSY_TIMEOUT: its 
 from langgraph_celery.checkpoint._incremental import Encoded, Incremental
 from langgraph_celery.checkpoint._records import as_utc
 from langgraph_celery.checkpoint._retention import StoredRef, child_prefix, is_child_of
-from langgraph_celery.checkpoint._rows import RowReader
+from langgraph_celery.checkpoint._rows import RowReader, reread_if_pruned
 from langgraph_celery.checkpoint._schema import DEFAULT_TABLE_PREFIX, constraint_names
 from langgraph_celery.checkpoint._sql_runs import SqlRuns, run_row
 from langgraph_celery.checkpoint._sql_writes import SqlWrites
@@ -216,6 +216,9 @@ class SqlSaver(SqlWrites, SqlRuns, BaseCheckpointSaver, RunIndex):
             raise CheckpointConflictError(conflict_message(checkpoint, rule)) from exc
 
     def get(self, thread_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
+        return reread_if_pruned(lambda: self._get(thread_id, checkpoint_id))
+
+    def _get(self, thread_id: str, checkpoint_id: str | None) -> Checkpoint | None:
         if checkpoint_id is None:
             rows = self._read(self._sql.latest, {"thread_id": thread_id})
         else:
@@ -224,8 +227,11 @@ class SqlSaver(SqlWrites, SqlRuns, BaseCheckpointSaver, RunIndex):
         return self._load(thread_id, rows[0]) if rows else None
 
     def list(self, thread_id: str) -> Sequence[Checkpoint]:
-        rows = self._read(self._sql.history, {"thread_id": thread_id})
-        return self._load_all(thread_id, rows)
+        def read() -> Sequence[Checkpoint]:
+            rows = self._read(self._sql.history, {"thread_id": thread_id})
+            return self._load_all(thread_id, rows)
+
+        return reread_if_pruned(read)
 
     def release(self, thread_id: str) -> Sequence[Checkpoint]:
         checkpoints, writes = self._tables.checkpoints, self._tables.writes
