@@ -18,7 +18,14 @@ from langgraph_celery._cli_input import UsageError
 if TYPE_CHECKING:
     from langgraph_celery.graph.compiled import CompiledGraph
 
-__all__ = ["DEMO_TARGET", "ImportFailure", "import_module", "load_graph", "load_graphs"]
+__all__ = [
+    "DEMO_TARGET",
+    "ImportFailure",
+    "import_module",
+    "load_graph",
+    "load_graphs",
+    "other_owner",
+]
 
 DEMO_TARGET = "langgraph_celery.demo:graph"
 
@@ -92,3 +99,15 @@ def load_graphs(target: str) -> dict[str, CompiledGraph]:
             f"MODULE:GRAPH (e.g. {DEMO_TARGET})"
         )
     return graphs
+
+
+def other_owner(graph: CompiledGraph, thread_id: str) -> str | None:
+    """The ``graph_id`` of the other graph whose runs ``thread_id`` holds, or ``None`` (the
+    thread is ``graph``'s, new, or either has no graph id)."""
+    from langgraph_celery.graph._marks import Extra
+
+    saver = graph.checkpoint_saver
+    latest = saver.get(thread_id) if saver is not None else None
+    owner = latest.extra.get(Extra.GRAPH_ID) if latest is not None else None
+    graph_id = graph.config.graph_id
+    return owner if owner is not None and graph_id is not None and owner != graph_id else None

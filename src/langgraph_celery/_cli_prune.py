@@ -32,7 +32,6 @@ from langgraph_celery._cli_input import UsageError
 from langgraph_celery._cli_input import thread_id as thread_id_type
 from langgraph_celery._cli_output import to_json
 from langgraph_celery.checkpoint import BaseCheckpointSaver, Keep, Kept, PruneResult, RunIndex
-from langgraph_celery.graph._marks import Extra
 
 if TYPE_CHECKING:
     from langgraph_celery.graph.compiled import CompiledGraph
@@ -95,7 +94,7 @@ def cmd_prune(args: argparse.Namespace, out: IO[str]) -> int:
             "it with CompileConfig(checkpoint_saver=...)"
         )
     if args.thread is not None:
-        _check_owner(graph, saver, args)
+        _check_owner(graph, args)
     threads = [args.thread] if args.thread is not None else list(_threads_of(graph, saver, args))
     results = []
     for thread_id in threads:
@@ -115,17 +114,15 @@ def cmd_prune(args: argparse.Namespace, out: IO[str]) -> int:
     return 0
 
 
-def _check_owner(
-    graph: CompiledGraph, saver: BaseCheckpointSaver, args: argparse.Namespace
-) -> None:
+def _check_owner(graph: CompiledGraph, args: argparse.Namespace) -> None:
     """Refuse to prune a thread that holds another graph's runs (as ``run`` refuses it)."""
-    latest = saver.get(args.thread)
-    owner = latest.extra.get(Extra.GRAPH_ID) if latest is not None else None
-    graph_id = graph.config.graph_id
-    if owner is not None and graph_id is not None and owner != graph_id:
+    from langgraph_celery._cli_load import other_owner
+
+    owner = other_owner(graph, args.thread)
+    if owner is not None:
         raise UsageError(
             f"thread {args.thread!r} holds runs of graph {owner!r}, not of {args.target} "
-            f"({graph_id!r}): prune it with the module:graph of {owner!r}"
+            f"({graph.config.graph_id!r}): prune it with the module:graph of {owner!r}"
         )
 
 

@@ -59,7 +59,13 @@ from langgraph_celery._cli_input import (
     one_line,
     thread_id,
 )
-from langgraph_celery._cli_load import DEMO_TARGET, ImportFailure, import_module, load_graph
+from langgraph_celery._cli_load import (
+    DEMO_TARGET,
+    ImportFailure,
+    import_module,
+    load_graph,
+    other_owner,
+)
 from langgraph_celery._cli_output import (
     ENV_VARIABLES,
     JSON_HELP,
@@ -273,16 +279,11 @@ def cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
 
 def _note_another_graph(graph: CompiledGraph, thread_id: str, target: str) -> None:
     """Say on stderr when the thread holds another graph's runs (read, not refused)."""
-    from langgraph_celery.graph._marks import Extra
-
-    saver = graph.checkpoint_saver
-    latest = saver.get(thread_id) if saver is not None else None
-    owner = latest.extra.get(Extra.GRAPH_ID) if latest is not None else None
-    graph_id = graph.config.graph_id
-    if owner is not None and graph_id is not None and owner != graph_id:
+    owner = other_owner(graph, thread_id)
+    if owner is not None:
         print(
             f"note: thread {thread_id!r} holds runs of graph {owner!r}, not of {target} "
-            f"({graph_id!r}): shown as {target} reads it",
+            f"({graph.config.graph_id!r}): shown as {target} reads it",
             file=sys.stderr,
         )
 

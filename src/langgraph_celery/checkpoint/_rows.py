@@ -14,7 +14,7 @@ from langgraph_celery.checkpoint._statements import Statements
 from langgraph_celery.checkpoint.base import Checkpoint
 from langgraph_celery.serde import Serializer
 
-__all__ = ["REREADS", "PrunedMeanwhile", "RowReader", "reread_if_pruned"]
+__all__ = ["PrunedMeanwhile", "RowReader", "reread_if_pruned"]
 
 T = TypeVar("T")
 
@@ -31,13 +31,12 @@ class PrunedMeanwhile(LookupError):
 def reread_if_pruned(read: Callable[[], T]) -> T:
     """``read()``, started again (up to :data:`REREADS` times) when a concurrent prune removed a
     row it was reading through."""
-    for attempt in range(REREADS):
+    for _ in range(REREADS - 1):
         try:
             return read()
         except PrunedMeanwhile:
-            if attempt == REREADS - 1:
-                raise
-    raise AssertionError("unreachable")
+            pass
+    return read()
 
 
 class RowReader:
