@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from langgraph_celery.checkpoint import SqlSaver
 from services import flushed_redis_db, redis_server_url, require
 
 TESTS = Path(__file__).resolve().parent
@@ -248,6 +249,9 @@ def test_a_failing_node_is_one_clean_line_and_exit_1() -> None:
 
 
 def test_state_of_an_unknown_thread_is_a_graph_state_error(db: str) -> None:
+    saver = SqlSaver(db)  # a store that exists, without the thread
+    saver.setup()
+    saver.dispose()
     result = cli("state", DEMO, "--thread", "nobody", "--db", db)
     assert result.returncode == 1
     assert (
@@ -256,8 +260,31 @@ def test_state_of_an_unknown_thread_is_a_graph_state_error(db: str) -> None:
     )
 
 
+def test_commands_that_read_a_missing_sqlite_store_say_so_and_create_none(tmp_path: Path) -> None:
+    path = tmp_path / "mistyped.sqlite"
+    note = f"no SQLite database at {path}: nothing is stored there, and reading creates none"
+    run_id = "f" * 32
+    cases: list[tuple[tuple[str, ...], int, str]] = [
+        (("state", DEMO, "--thread", "t"), 1, ""),
+        (("history", DEMO, "--thread", "t"), 0, "[]"),
+        (("runs", DEMO), 0, f"no runs of {DEMO}"),
+        (("runs", DEMO, "--json"), 0, '{\n  "runs": [],\n  "next_before": null\n}'),
+        (("status", run_id), 1, ""),
+        (("status", "langgraph_celery.demo", run_id), 1, ""),
+        (("cancel", run_id), 1, ""),
+        (("prune", DEMO, "--all", "--keep-last", "1"), 0, "no thread of graph"),
+    ]
+    for args, code, printed in cases:
+        result = cli(*args, "--db", f"sqlite:///{path}")
+        assert result.returncode == code, (args, result.stderr)
+        assert note in result.stderr, (args, result.stderr)
+        assert result.stdout.startswith(printed), (args, result.stdout)
+        assert not path.exists(), f"{args[0]} created the database it was to read"
+
+
 def test_a_store_that_fails_is_named_with_where_it_came_from(tmp_path: Path) -> None:
-    for database in ("postgresql://nobody:pw-Secret@127.0.0.1:1/x", f"{tmp_path}/no/dir/x.db"):
+    # (the SQLite "database" is a folder: it exists, and cannot be opened)
+    for database in ("postgresql://nobody:pw-Secret@127.0.0.1:1/x", str(tmp_path)):
         result = cli("state", "cli_graphs:checkpointed", "--thread", "t", "--db", database)
         assert result.returncode == 1 and "OperationalError" in result.stderr
         shown = database.replace("pw-Secret", "**")

@@ -27,6 +27,7 @@ from typing import IO, Any
 import pytest
 
 from cli_runs_graphs import APPROVAL_TIMEOUT, LEAKY_URL, REASON
+from langgraph_celery.checkpoint import SqlSaver
 
 TESTS = Path(__file__).resolve().parent
 CLI = [sys.executable, "-m", "langgraph_celery.cli"]
@@ -366,6 +367,9 @@ def test_cancel_refuses_a_graph_run_in_process(db: str) -> None:
 
 
 def test_an_unknown_run_says_where_it_was_looked_for(db: str) -> None:
+    saver = SqlSaver(db)  # a store that exists, without the run
+    saver.setup()
+    saver.dispose()
     result = cli("status", "cli_runs_graphs", "f" * 32, "--db", db)
     assert result.returncode == 1
     assert result.stderr.startswith(

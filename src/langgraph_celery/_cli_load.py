@@ -24,6 +24,8 @@ __all__ = [
     "import_module",
     "load_graph",
     "load_graphs",
+    "missing_sqlite_file",
+    "no_database",
     "other_owner",
 ]
 
@@ -32,6 +34,28 @@ DEMO_TARGET = "langgraph_celery.demo:graph"
 
 class ImportFailure(Exception):
     """The module named on the command line raised while being imported (exit code 1)."""
+
+
+def missing_sqlite_file(saver: object) -> str | None:
+    """The absolute path of the SQLite file ``saver`` (a ``SqlSaver``) would open, when no such
+    file exists; ``None`` for any other store.  The commands that only read the store (``state``,
+    ``history``, ``runs``, ``status``, ``cancel``, ``prune``) then read nothing: opening it would
+    create an empty database there, for a mistyped path as for any other."""
+    url = getattr(getattr(saver, "engine", None), "url", None)
+    if url is None or url.get_backend_name() != "sqlite":
+        return None
+    database = url.database or ""
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return None  # (in memory, or a URI filename whose open mode SQLite decides)
+    return None if os.path.exists(database) else os.path.abspath(database)
+
+
+def no_database(path: str) -> str:
+    """What a read of a missing SQLite store says (see :func:`missing_sqlite_file`)."""
+    return (
+        f"no SQLite database at {path}: nothing is stored there, and reading creates none; "
+        "check the path given with --db (or LGC_DATABASE_URL, or in the graph's module)"
+    )
 
 
 def import_module(module_name: str) -> Any:

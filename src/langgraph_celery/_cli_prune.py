@@ -25,6 +25,7 @@ without a ``graph_id``) exit with code 2.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
@@ -84,7 +85,7 @@ def add_prune_parser(commands: Any, target: argparse.ArgumentParser) -> None:
 
 
 def cmd_prune(args: argparse.Namespace, out: IO[str]) -> int:
-    from langgraph_celery._cli_load import load_graph
+    from langgraph_celery._cli_load import load_graph, missing_sqlite_file, no_database
 
     graph = load_graph(args.target)
     saver = graph.checkpoint_saver
@@ -93,9 +94,15 @@ def cmd_prune(args: argparse.Namespace, out: IO[str]) -> int:
             f"{args.target} has no checkpoint saver, so it keeps no threads to prune; compile "
             "it with CompileConfig(checkpoint_saver=...)"
         )
+    stored = (missing := missing_sqlite_file(saver)) is None  # (if not, read nothing)
     if args.thread is not None:
-        _check_owner(graph, args)
-    threads = [args.thread] if args.thread is not None else list(_threads_of(graph, saver, args))
+        if stored:
+            _check_owner(graph, args)
+        threads = [args.thread] if stored else []
+    else:
+        threads = list(_threads_of(graph, saver, args, stored))
+    if missing is not None:
+        print(f"note: {no_database(missing)}", file=sys.stderr)
     results = []
     for thread_id in threads:
         result = saver.prune(thread_id, keep_last=args.keep_last, dry_run=args.dry_run)
@@ -127,9 +134,10 @@ def _check_owner(graph: CompiledGraph, args: argparse.Namespace) -> None:
 
 
 def _threads_of(
-    graph: CompiledGraph, saver: BaseCheckpointSaver, args: argparse.Namespace
+    graph: CompiledGraph, saver: BaseCheckpointSaver, args: argparse.Namespace, stored: bool
 ) -> Iterator[str]:
-    """The threads the run index records runs of ``graph`` on, most recently started first."""
+    """The threads the run index records runs of ``graph`` on, most recently started first
+    (none when nothing is ``stored``)."""
     graph_id = graph.config.graph_id
     if graph_id is None:
         raise UsageError(
@@ -142,6 +150,8 @@ def _threads_of(
             f"prune --all finds threads in the run index, which {type(saver).__name__} does not "
             "keep; name a thread with --thread"
         )
+    if not stored:
+        return
     seen: set[str] = set()
     before = None
     while True:

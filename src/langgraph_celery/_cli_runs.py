@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
 from langgraph_celery._cli_input import UsageError
-from langgraph_celery._cli_load import load_graph
+from langgraph_celery._cli_load import load_graph, missing_sqlite_file, no_database
 from langgraph_celery._cli_output import PROG, environment_flags, resume_command, to_json
 from langgraph_celery._cli_run_view import (
     RunView,
@@ -290,13 +290,20 @@ def cmd_runs(args: argparse.Namespace, out: IO[str]) -> int:
     graph = load_graph(args.target)
     saver = run_index(graph, args.target)
     assert isinstance(saver, RunIndex)
+    missing = missing_sqlite_file(saver)
+    if missing is not None:  # (no runs there: say so, and read nothing)
+        print(f"note: {no_database(missing)}", file=sys.stderr)
     before = None
     if args.before:
-        before = saver.get_run(args.before)
+        before = saver.get_run(args.before) if missing is None else None
         if before is None or before.graph_id != graph_key(graph):
             raise UsageError(f"--before {args.before}: no such run of {args.target}")
     status = RunStatus(args.status) if args.status else None
-    records = saver.list_runs(graph_key(graph), status, limit=args.limit + 1, before=before)
+    records = (
+        []
+        if missing is not None
+        else saver.list_runs(graph_key(graph), status, limit=args.limit + 1, before=before)
+    )
     more = len(records) > args.limit
     records = records[: args.limit]
     runs = [

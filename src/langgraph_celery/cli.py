@@ -64,6 +64,8 @@ from langgraph_celery._cli_load import (
     ImportFailure,
     import_module,
     load_graph,
+    missing_sqlite_file,
+    no_database,
     other_owner,
 )
 from langgraph_celery._cli_output import (
@@ -250,10 +252,14 @@ def cmd_resume(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def cmd_state(args: argparse.Namespace, out: IO[str]) -> int:
+    from langgraph_celery.errors import GraphStateError
     from langgraph_celery.graph.config import RunnableConfig
 
     thread_id = _required_thread(args)
     graph = load_graph(args.target)
+    missing = missing_sqlite_file(graph.checkpoint_saver)
+    if missing is not None:
+        raise GraphStateError(f"thread {thread_id!r} has no checkpoint; {no_database(missing)}")
     _note_another_graph(graph, thread_id, args.target)
     snapshot = graph.get_state(RunnableConfig(thread_id=thread_id, checkpoint_id=args.checkpoint))
     run = _cli_runs.thread_run(graph, thread_id, snapshot.checkpoint_id)
@@ -271,6 +277,11 @@ def cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
 
     thread_id = _required_thread(args)
     graph = load_graph(args.target)
+    missing = missing_sqlite_file(graph.checkpoint_saver)
+    if missing is not None:
+        print(f"note: {no_database(missing)}", file=sys.stderr)
+        print("[]", file=out)
+        return 0
     _note_another_graph(graph, thread_id, args.target)
     snapshots = graph.get_state_history(RunnableConfig(thread_id=thread_id))
     print(to_json([snapshot_json(s, thread_id) for s in snapshots], indent=2), file=out)
