@@ -299,7 +299,12 @@ def test_cancel_stops_a_running_run_on_the_in_process_worker(db: str) -> None:
     finally:
         running.kill()
         running.wait()
-    assert running.returncode == 1 and f"run {run_id} was cancelled" in err
+    assert running.returncode == 1, err
+    resume = f"langgraph-celery resume {target} --thread ticking --db {db}"
+    assert err == (
+        f"langgraph-celery run: RunCancelled: run {run_id} was cancelled; its checkpoints stay; "
+        f"continue it with:\n  {resume}\n"
+    )
 
     document = as_json(cli("status", target, run_id, "--db", db, "--json"))
     assert document["status"] == "cancelled" and document["node"] == "tick"
@@ -315,7 +320,7 @@ def test_ctrl_c_stops_a_run_of_this_process_cancelled_and_resumable(db: str, tar
     in-memory broker): the run stops, is recorded cancelled, and the command that continues it
     is printed; no traceback.  (On external workers it goes on: the Redis test.)"""
     run_id, err = interrupted("run", target, "--thread", "stopped", "--db", db)
-    resume = f"langgraph-celery resume {target} --thread stopped"
+    resume = f"langgraph-celery resume {target} --thread stopped --db {db}"
     assert f"run {run_id} stopped (cancelled); continue it with:\n  {resume}\n" in err
     assert "Traceback" not in err
     document = as_json(cli("status", target, run_id, "--db", db, "--json"))

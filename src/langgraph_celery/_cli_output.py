@@ -261,6 +261,7 @@ def follow(
     Returns the interruption when the run parked, ``None`` when it completed."""
     from langgraph_celery.graph.config import RunnableConfig
     from langgraph_celery.graph.types import END, StreamMode
+    from langgraph_celery.worker._following import RunCancelled
     from langgraph_celery.worker.embedded import EmbeddedWorkerError, embedded_worker_for
     from langgraph_celery.worker.handle import RunHandle
 
@@ -306,7 +307,8 @@ def follow(
                 f"checkpoint on thread {thread_id!r}"
             ) from None
         if on_celery and worker is None and run_id is not None:
-            cancel = " ".join(shlex.quote(word) for word in (PROG, "cancel", target, run_id))
+            words = (PROG, "cancel", target, run_id, *env)
+            cancel = " ".join(shlex.quote(word) for word in words)
             print(
                 f"\nthe run goes on on the Celery workers; stop it with:\n  {cancel}",
                 file=sys.stderr,
@@ -314,14 +316,16 @@ def follow(
         elif run_id is not None and thread_id:  # stopped here: recorded cancelled, resumable
             if worker is not None:  # (its messages go with this process: cancel the run)
                 RunHandle(run_id, thread_id, graph).cancel()
-            resume = " ".join(
-                shlex.quote(word) for word in (PROG, "resume", target, "--thread", thread_id)
-            )
+            resume = resume_command(target, thread_id, None, env)
             print(
                 f"\nrun {run_id} stopped (cancelled); continue it with:\n  {resume}",
                 file=sys.stderr,
             )
         raise
+    except RunCancelled as cancelled:  # (from elsewhere: `cancel`, the console, a RunHandle)
+        resume = resume_command(target, thread_id or "", None, env)
+        how = f"its checkpoints stay; continue it with:\n  {resume}"
+        raise RunCancelled(cancelled.run_id, how) from None
     finally:
         hint.cancel()
     result = stream.result

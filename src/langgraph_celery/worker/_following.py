@@ -32,7 +32,15 @@ from langgraph_celery.worker.streaming import STEP, Published, Relay
 if TYPE_CHECKING:
     from langgraph_celery.worker.runtime import GraphRuntime
 
-__all__ = ["POLL_MAX", "POLL_MIN", "WAKE_FALLBACK", "Follower", "read_status", "status_of"]
+__all__ = [
+    "POLL_MAX",
+    "POLL_MIN",
+    "WAKE_FALLBACK",
+    "Follower",
+    "RunCancelled",
+    "read_status",
+    "status_of",
+]
 
 POLL_MIN, POLL_MAX = 0.0005, 0.02
 #: With wake-ups, how long a client waits for one before reading the store anyway.
@@ -40,6 +48,15 @@ WAKE_FALLBACK = 0.25
 #: How long a follower waits at most for what nodes streamed before a step it read was stored
 #: (a round trip to Redis: see ``Subscription.sync``).
 _SYNC_LIMIT = 2.0
+
+
+class RunCancelled(GraphStateError):
+    """The run a client followed was cancelled from elsewhere (``RunHandle.cancel()``, the
+    ``cancel`` command, the console): its checkpoints stay and a resume continues it."""
+
+    def __init__(self, run_id: str, hint: str = "") -> None:
+        super().__init__(f"run {run_id} was cancelled" + (f"; {hint}" if hint else ""))
+        self.run_id = run_id
 
 
 def status_of(view: CheckpointView) -> Status:
@@ -326,7 +343,7 @@ class Follower:
             assert status.failure is not None
             raise _error_from(status.failure)
         if status.status is RunStatus.CANCELLED:
-            raise GraphStateError(f"run {checkpoint.run_id} was cancelled")
+            raise RunCancelled(checkpoint.run_id)
         end, value = await engine.complete(checkpoint, config)
         outcome.value, outcome.done = value, True
         return [end]
