@@ -187,6 +187,8 @@ def test_run_parks_and_resume_state_history_continue_in_new_processes(db: str) -
     history = json.loads(ok(cli("history", target, "--thread", thread[1], "--db", db)))
     assert history[0]["values"]["total"] == 17
     assert history[-1]["values"] == {"n": 5, "steps": []}
+    flagged = cli("history", target, "--thread", thread[1], "--db", db, "--json")
+    assert json.loads(ok(flagged)) == history  # (--json as the other commands take it)
 
 
 def test_run_starts_a_worker_thread_for_a_module_on_the_in_memory_broker(db: str) -> None:

@@ -4,7 +4,7 @@
     langgraph-celery run MODULE:GRAPH [--input JSON] [--thread ID]
     langgraph-celery resume MODULE:GRAPH --thread ID [--update JSON]
     langgraph-celery state MODULE:GRAPH --thread ID [--json]
-    langgraph-celery history MODULE:GRAPH --thread ID
+    langgraph-celery history MODULE:GRAPH --thread ID [--json]
     langgraph-celery runs MODULE:GRAPH [--status S] [--limit N] [--before RUN_ID] [--json]
     langgraph-celery status [MODULE[:GRAPH]] RUN_ID [--db URL] [--json]
     langgraph-celery cancel [MODULE[:GRAPH]] RUN_ID [--db URL] [--broker URL] [--json]
@@ -160,8 +160,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     state.add_argument("--checkpoint", metavar="ID", help="a past checkpoint instead of the last")
     state.add_argument("--json", action="store_true", help="print JSON (for scripts)")
-    commands.add_parser(
+    history = commands.add_parser(
         "history", parents=[target, thread], help="a thread's checkpoints (JSON)", epilog=JSON_HELP
+    )
+    history.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON (what history always prints: taken for symmetry with the other commands)",
     )
     _cli_runs.add_parsers(commands, target, env)
     draw = commands.add_parser("draw", parents=[target], help="print the graph's diagram")
