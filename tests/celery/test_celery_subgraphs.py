@@ -10,13 +10,22 @@ from typing import Any
 
 import pytest
 from celery.result import AsyncResult
-from lgc_subgraphs import sub_nested, sub_streaming
+from lgc_subgraphs import (
+    MERGED_RETRY_POLICY,
+    SUB_RETRY_POLICY,
+    sub_nested,
+    sub_retry,
+    sub_retry_merged,
+    sub_streaming,
+)
 
 from celery_support import CeleryStack, run_client, wait_until
 from langgraph_celery import (
     END,
     CompileConfig,
+    CompiledGraph,
     GraphInput,
+    NodeError,
     NodeOutput,
     RunnableConfig,
     StreamingOutput,
@@ -191,6 +200,102 @@ def test_a_duplicated_subgraph_task_changes_nothing(celery_stack: CeleryStack, t
     # a new run on the thread runs a fresh child run (its state is not merged twice)
     again = graph.invoke(GraphInput.args({"thread": thread}), config, timeout=60)
     assert again.value("messages") == FINAL + FINAL
+
+
+def _retry_run(
+    graph: CompiledGraph, thread: str, failures: int, raise_: str, durability: str
+) -> Any:
+    """``sub-retry``'s run on ``thread`` (its child's ``y`` failing ``failures`` times with
+    ``raise_``): the final state, or the error's type and text."""
+    inputs = {"thread": thread, "failures": failures, "raise": raise_}
+    config = RunnableConfig(thread_id=thread, durability=durability)  # type: ignore[arg-type]
+    try:
+        return dict(graph.invoke(inputs, config, timeout=60).data)
+    except NodeError as error:
+        return type(error).__name__, error.node_id, error.error_type
+
+
+@pytest.mark.parametrize(
+    ("failures", "raise_", "durability"),
+    [
+        (2, "ValueError", "sync"),
+        (3, "ValueError", "sync"),
+        (1, "ConnectionError", "sync"),
+        (2, "ValueError", "exit"),
+        (3, "ValueError", "async"),
+    ],
+)
+def test_a_subgraph_nodes_retry_policy_resumes_its_failed_child_as_in_process(
+    celery_stack: CeleryStack,
+    thread: str,
+    redis_client: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    failures: int,
+    raise_: str,
+    durability: str,
+) -> None:
+    """RetryPolicy on a compiled subgraph node (a wrap hook in process): the child run that
+    failed is resumed at its failed step (``x`` runs once), up to ``max_attempts`` calls of the
+    node, for the errors the policy retries; the same outcome in process and on the workers."""
+    monkeypatch.setenv("LGC_REDIS_URL", celery_stack.settings["LGC_REDIS_URL"])
+    local = sub_retry().compile(CompileConfig(checkpoint_saver=MemorySaver()))
+    expected = _retry_run(local, f"{thread}-local", failures, raise_, durability)
+    outcome = _retry_run(celery_stack.graph("sub-retry"), thread, failures, raise_, durability)
+
+    def calls(on: str, node: str) -> int:
+        return int(redis_client.get(f"calls:{on}:{node}"))
+
+    if isinstance(expected, dict):  # (the nodes record their path: the graph id differs)
+        expected = {k: v for k, v in expected.items() if not k.startswith("path_")}
+        outcome = {k: v for k, v in outcome.items() if not k.startswith("path_")}
+        expected["thread"] = thread
+    assert outcome == expected
+    retried = raise_ == "ValueError"
+    attempts = min(failures + 1, SUB_RETRY_POLICY.max_attempts) if retried else 1
+    for on in (f"{thread}-local", thread):
+        assert (calls(on, "x"), calls(on, "y")) == (1, attempts)
+    if failures < SUB_RETRY_POLICY.max_attempts and retried:
+        assert outcome["messages"] == ["[a]", "[x]", f"[y{attempts}]", "[z]"]
+        return
+    assert outcome == ("NodeError", "y", raise_)
+    # the failed step's task sent again (a redelivery, the reaper): no further attempt
+    runtime = celery_stack.executor.runtime("sub-retry")
+    assert runtime is not None
+    step = next(c for c in celery_stack.saver.list(thread) if c.next == ("sub",))
+    sent = celery_stack.app.send_task(
+        node_task_name("sub-retry", "sub"),
+        kwargs=runtime.envelope(step, step.tasks[0]).to_message(),
+    )
+    assert sent.get(timeout=20)["status"] == "stopped"
+    assert calls(thread, "y") == attempts
+    assert celery_stack.graph("sub-retry").get_state(RunnableConfig(thread_id=thread)).next == (
+        "sub",
+    )
+
+
+@pytest.mark.parametrize("failures", [2, 3])
+def test_a_merged_subgraphs_retry_policy_retries_its_nodes_as_in_process(
+    celery_stack: CeleryStack,
+    thread: str,
+    redis_client: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    failures: int,
+) -> None:
+    """The same policy naming a merged subgraph's id: each merged node's, in process and as
+    Celery retries of its task."""
+    monkeypatch.setenv("LGC_REDIS_URL", celery_stack.settings["LGC_REDIS_URL"])
+    local = sub_retry_merged().compile(CompileConfig(checkpoint_saver=MemorySaver()))
+    expected = _retry_run(local, f"{thread}-local", failures, "ValueError", "sync")
+    graph = celery_stack.graph("sub-retry-merged")
+    outcome = _retry_run(graph, thread, failures, "ValueError", "sync")
+    if failures < MERGED_RETRY_POLICY.max_attempts:
+        assert outcome["messages"] == expected["messages"] == ["[a]", "[x]", "[y3]", "[z]"]
+    else:
+        assert outcome == expected == ("NodeError", "sub-y", "ValueError")
+    attempts = min(failures + 1, MERGED_RETRY_POLICY.max_attempts)
+    for on in (f"{thread}-local", thread):
+        calls = [int(redis_client.get(f"calls:{on}:{node}")) for node in ("x", "y")]
+        assert calls == [1, attempts]
 
 
 def test_cancelling_the_parent_cancels_its_child_run(

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
+from langgraph_celery import errors
 from langgraph_celery.checkpoint.base import Checkpoint, CheckpointView, PendingWrite, WriteKind
 from langgraph_celery.errors import NodeError
 
@@ -154,6 +155,19 @@ class Failure:
 
     def to_data(self) -> dict[str, Any]:
         return {"node_id": self.node_id, "error_type": self.error_type, "message": self.message}
+
+    def as_error(self) -> errors.GraphError:
+        """The error a caller of the run gets for this failure, as in process: the library's
+        own error (an ``InvalidUpdateError``, ...) as itself, any other a :class:`NodeError`
+        naming the node and the original error's type."""
+        known = getattr(errors, self.error_type, None)
+        if (
+            isinstance(known, type)
+            and issubclass(known, errors.GraphError)
+            and known is not NodeError
+        ):
+            return known(self.message)
+        return NodeError(self.node_id, self.error_type, self.message)
 
 
 @dataclass(slots=True)

@@ -19,7 +19,7 @@ from langgraph_celery.graph._callables import is_async_callable
 from langgraph_celery.graph._runner import ASYNC_VARIANT
 from langgraph_celery.graph.types import GraphInterrupt
 
-__all__ = ["RetryPolicy"]
+__all__ = ["RetryPolicy", "delay_after"]
 
 RetryOn = type[BaseException] | Callable[[BaseException], bool]
 
@@ -120,6 +120,16 @@ class RetryPolicy:
     def as_hook(self) -> _RetryHook:
         """A wrap-call node hook that applies this policy."""
         return _RetryHook(self)
+
+
+def delay_after(policy: RetryPolicy, error: BaseException, attempt: int) -> float | None:
+    """How long to wait before attempt ``attempt + 1`` after ``error`` failed attempt
+    ``attempt``; ``None`` when ``policy`` does not retry it (the error is not one it retries,
+    or that was its last attempt).  The Celery executor's rule for a node's task and for a
+    compiled subgraph node's child run."""
+    if attempt >= policy.max_attempts or not policy.should_retry(error):
+        return None
+    return policy.delay(attempt)
 
 
 class _RetryHook:

@@ -14,13 +14,12 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from langgraph_celery import errors
 from langgraph_celery.checkpoint.base import Checkpoint, CheckpointKind, CheckpointView
 from langgraph_celery.errors import GraphStateError
 from langgraph_celery.graph import _loop, _sync
 from langgraph_celery.graph._local import Outcome
 from langgraph_celery.graph._loop import RunStatus, Status
-from langgraph_celery.graph._marks import Failure, StepMarks
+from langgraph_celery.graph._marks import StepMarks
 from langgraph_celery.graph._sync import SHARED_POOL
 from langgraph_celery.graph.config import RunnableConfig
 from langgraph_celery.graph.types import NodeOutput
@@ -69,17 +68,6 @@ def read_status(runtime: GraphRuntime, checkpoint: Checkpoint | None) -> Status:
         return Status(RunStatus.COMPLETED, None)
     thread_id, checkpoint_id = checkpoint.thread_id, checkpoint.checkpoint_id
     return status_of(_store(lambda: runtime.saver.get_with_writes(thread_id, checkpoint_id)))
-
-
-def _error_from(failure: Failure) -> errors.GraphError:
-    known = getattr(errors, failure.error_type, None)
-    if (
-        isinstance(known, type)
-        and issubclass(known, errors.GraphError)
-        and known is not errors.NodeError
-    ):
-        return known(failure.message)
-    return errors.NodeError(failure.node_id, failure.error_type, failure.message)
 
 
 class Follower:
@@ -341,7 +329,7 @@ class Follower:
             return []
         if status.status is RunStatus.FAILED:
             assert status.failure is not None
-            raise _error_from(status.failure)
+            raise status.failure.as_error()
         if status.status is RunStatus.CANCELLED:
             raise RunCancelled(checkpoint.run_id)
         end, value = await engine.complete(checkpoint, config)

@@ -255,12 +255,14 @@ class CeleryExecutor:
         task: PendingTask,
         carried: bool = False,
         parent: str | None = None,
+        countdown: float | None = None,
     ) -> None:
         """``carried``: the step's checkpoint is in the result backend (the header says so:
         ``worker/carry.py``), and the task stores no result of its own there unless it fails
         (``ignore_result``: its step is the carried checkpoint, its progress the store's and
         Celery's events); ``parent``: of a child run's task, the parent's thread and the
-        subgraph's path, shown with its arguments (in Flower)."""
+        subgraph's path, shown with its arguments (in Flower); ``countdown``: seconds before
+        a worker runs it (a compiled subgraph node's retry)."""
         # the queue comes from app.conf.task_routes (the executor's routes first)
         self.app.send_task(
             names.node_task_name(envelope.graph_id, task.node),
@@ -270,6 +272,7 @@ class CeleryExecutor:
             kwargsrepr=_summary(envelope, parent),
             headers={carry.HEADER: True} if carried else None,
             ignore_result=carried,
+            countdown=countdown,
         )
 
 

@@ -23,6 +23,7 @@ from langgraph_celery.graph._loop import Action
 from langgraph_celery.graph._marks import Failure, Mark, StepMarks
 from langgraph_celery.graph._subgraph import parking_of
 from langgraph_celery.graph._sync import run_sync
+from langgraph_celery.graph.retry import delay_after
 from langgraph_celery.graph.types import END, GraphInterrupt
 from langgraph_celery.worker import carried as carried_steps
 from langgraph_celery.worker import endings, subgraphs
@@ -173,14 +174,10 @@ async def _run_task(
         except Exception as raised:
             error = _timed_out(runtime, task.node, raised)
             policy = runtime.policies.get(task.node)
-            attempt = retries + 1
-            if (
-                policy is not None
-                and not isinstance(error, GraphError)
-                and policy.should_retry(error)
-                and attempt < policy.max_attempts
-            ):
-                retry(policy.delay(attempt), error)
+            if policy is not None and not isinstance(error, GraphError):
+                delay = delay_after(policy, error, retries + 1)
+                if delay is not None:
+                    retry(delay, error)
             if carried is not None:
                 checkpoint = carried_steps.materialize(runtime, carried) or checkpoint
             runtime.mark_failed(checkpoint, Failure.of_error(task.node, error))

@@ -15,18 +15,28 @@ returns; the child's nodes are tasks of their own; the child's end commits the p
   the node was given become the node's update, recorded as the parent step's pending write
   (first write wins) and committed as a finishing node task does (compare-and-set).  A child
   that parks parks its parent at the inner node; one that fails fails it (:func:`child_parked`,
-  :func:`child_failed`).
+  :func:`child_failed`), unless the parent's ``RetryPolicy`` of the node retries the
+  :class:`NodeError` it would raise in process (see **Retry**).
 - **Cancel.** Cancelling the parent's run cancels the child runs of its step
   (:func:`cancel_children`); a child that ends anyway records the node's update on the
   cancelled step without committing it, for the resume.
 - **Resume.** Resuming the parent dispatches the subgraph node's task again: the child run of
   the parent's run that has something pending is resumed, with the changes the parent's state
   went through since the child started.
+- **Retry.** In process a ``RetryPolicy`` of the subgraph node (its wrap hook) calls the node
+  again when the child run fails, and the node resumes the child's failed step.  Here the
+  child's failure (:func:`child_failed`) sends the subgraph node's task again after the
+  policy's delay instead of failing the parent, while the policy retries the error
+  (``graph/retry.py``'s ``delay_after``; the attempt counts in the child's reference to the
+  parent's step, ``"attempt"``); that task (:func:`start_child`) finds the child of its step
+  failed and, the policy deciding again from the store, resumes it or fails the parent.  A
+  task sent twice resumes it once (the store refuses the second resume's checkpoint).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +53,10 @@ from langgraph_celery.graph._subgraph import (
     resumes,
     started_with,
 )
+from langgraph_celery.graph.retry import delay_after
 from langgraph_celery.worker.results import TaskResult, TaskStatus
+
+log = logging.getLogger("langgraph_celery.worker")
 
 if TYPE_CHECKING:
     from langgraph_celery.graph.compiled import CompiledGraph
@@ -131,26 +144,58 @@ def _node_path(runtime: GraphRuntime, checkpoint: Checkpoint, task: PendingTask)
     return [owner, task.node] if owner else [task.node]
 
 
+#: The key of a child run's reference to its parent's step that counts the child's attempts at
+#: that step (a :class:`RetryPolicy`'s; absent: the first).
+ATTEMPT = "attempt"
+
+
+def _attempt(ref: Mapping[str, Any]) -> int:
+    attempt = ref.get(ATTEMPT, 1)
+    return attempt if type(attempt) is int and attempt > 0 else 1
+
+
+def _retry_delay(
+    parent: GraphRuntime, node: str, ref: Mapping[str, Any], failure: Failure
+) -> float | None:
+    """The delay before the parent's subgraph node ``node`` retries the child run that failed
+    with ``failure`` (its reference to the parent's step: ``ref``); ``None``: it does not."""
+    policy = parent.policies.get(node)
+    if policy is None:
+        return None
+    return delay_after(policy, failure.as_error(), _attempt(ref))
+
+
 async def start_child(
     runtime: GraphRuntime, checkpoint: Checkpoint, task: PendingTask
 ) -> TaskResult:
     """The task of subgraph node ``task`` of ``checkpoint``'s step: start or resume its child
-    run (once), and return without waiting for it."""
+    run (once), and return without waiting for it; a child of this step that failed is
+    resumed while the node's ``RetryPolicy`` retries it (else the parent fails)."""
     child = runtime.children[task.node]
     thread = child_thread(checkpoint.thread_id, task.id)
-    latest = child.saver.get(thread)
+    view = child.saver.get_with_writes(thread)
+    latest = view.checkpoint
     ref = parent_of(latest) if latest is not None else None
+    attempt = 1
     if latest is not None and ref is not None and ref["checkpoint_id"] == checkpoint.checkpoint_id:
-        # the child run of this very step exists (a redelivery, the reaper's re-dispatch)
+        # the child run of this very step exists (a redelivery, the reaper's re-dispatch, a
+        # retry sent by child_failed)
         if not _marks.has_pending(latest):
             await child_completed(child, latest)
-        return TaskResult(TaskStatus.DUPLICATE, task.node)
+            return TaskResult(TaskStatus.DUPLICATE, task.node)
+        failure = StepMarks.of_view(view).failure
+        if failure is None:  # (running, parked, or cancelled)
+            return TaskResult(TaskStatus.DUPLICATE, task.node)
+        if _retry_delay(runtime, task.node, ref, failure) is None:
+            runtime.mark_failed(checkpoint, failure)  # (as child_failed did, or would have)
+            return TaskResult(TaskStatus.STOPPED, task.node)
+        attempt = _attempt(ref) + 1  # the retry: the child's failed step runs again
     config = runtime.config_of(checkpoint)
     # the parent's before-call hooks of the node: their changes reach the child's input (and,
     # through the child's changes, the node's update)
     given = task.arg if task.has_arg else checkpoint.values
     values = await runtime.engine.runner.before_node(task.node, given, config)
-    reference = {
+    reference: dict[str, Any] = {
         "run_id": checkpoint.run_id,
         "graph_id": runtime.graph_id,
         "thread_id": checkpoint.thread_id,
@@ -159,6 +204,8 @@ async def start_child(
         "path": _node_path(runtime, checkpoint, task),
         "stream": _stream_root(checkpoint, task),
     }
+    if attempt > 1:
+        reference[ATTEMPT] = attempt
     extra: dict[str, Any] = {Extra.PARENT: reference}
     if Extra.RUN_CONFIG in checkpoint.extra:  # the caller's limits and metadata
         extra[Extra.RUN_CONFIG] = checkpoint.extra[Extra.RUN_CONFIG]
@@ -238,11 +285,30 @@ def child_parked(child: GraphRuntime, checkpoint: Checkpoint, parking: Parking) 
 
 
 def child_failed(child: GraphRuntime, checkpoint: Checkpoint, failure: Failure) -> None:
-    """The child run failed at ``checkpoint``: its parent fails with the same failure."""
+    """The child run failed at ``checkpoint``: its parent fails with the same failure, unless
+    the parent's ``RetryPolicy`` of the subgraph node retries it: then the node's task is sent
+    again after the policy's delay (it resumes the child: :func:`start_child`)."""
     found = _parent_step(child, checkpoint)
-    if found is not None:
-        parent, stored, _ = found
+    if found is None:
+        return
+    parent, stored, ref = found
+    task = next((t for t in stored.tasks if t.id == ref.get("task_id")), None)
+    delay = _retry_delay(parent, task.node, ref, failure) if task is not None else None
+    if task is None or delay is None:
         parent.mark_failed(stored, failure)
+        return
+    log.info(
+        "subgraph node %r of thread %r: its child run failed (%s at node %r); retrying it in "
+        "%.2f s (attempt %d)",
+        task.node,
+        stored.thread_id,
+        failure.error_type,
+        failure.node_id,
+        delay,
+        _attempt(ref) + 1,
+    )
+    envelope = parent.envelope(stored, task)
+    parent.executor._send_node(envelope, task, parent=shown_parent(stored), countdown=delay)
 
 
 def cancel_children(runtime: GraphRuntime, checkpoint: Checkpoint) -> None:

@@ -17,7 +17,9 @@ from langgraph_celery import (
     Channels,
     CompiledGraph,
     GraphInterrupt,
+    NodeError,
     NodeOutput,
+    RetryPolicy,
     RunnableConfig,
     StateGraph,
 )
@@ -97,6 +99,26 @@ def holding(node_id: str) -> Callable[..., Any]:
     return action
 
 
+def flaky(node_id: str) -> Callable[..., Any]:
+    """Raises the state's ``raise`` (``ValueError`` or ``ConnectionError``) on its first
+    ``failures`` calls on the thread (counted in Redis under ``calls:<thread>:<node>``), then
+    appends ``[id<call>]``."""
+
+    def action(state: AgentState) -> dict[str, Any]:
+        thread = state.value("thread")
+        client = _redis()
+        try:
+            calls = int(client.incr(f"calls:{thread}:{node_id}"))
+        finally:
+            client.close()
+        if calls <= int(state.value("failures", 0)):
+            kind = {"ConnectionError": ConnectionError}.get(state.value("raise"), ValueError)
+            raise kind(f"{node_id} failed on call {calls}")
+        return {"messages": f"[{node_id}{calls}]"}
+
+    return action
+
+
 def _chain(names: list[tuple[str, Any]]) -> StateGraph:
     graph = StateGraph(SCHEMA)
     previous = START
@@ -164,6 +186,34 @@ def sub_fanout() -> StateGraph:
     )
 
 
+def _value_errors(error: BaseException) -> bool:
+    return isinstance(error, NodeError) and error.error_type == "ValueError"
+
+
+#: The RetryPolicy of ``sub_retry``'s subgraph node: a child run that failed with a ValueError.
+SUB_RETRY_POLICY = RetryPolicy(_value_errors, max_attempts=3, retry_delay=0.05, jitter=False)
+
+
+def sub_retry() -> StateGraph:
+    """a -> sub (x -> y, :func:`flaky`) -> z, with :data:`SUB_RETRY_POLICY` on ``sub``: a
+    failed child run is resumed at its failed step, as in process."""
+    child = _chain([("x", dying_once("x")), ("y", flaky("y"))]).compile()
+    graph = _chain([("a", node("a")), ("sub", child), ("z", node("z"))])
+    return graph.add_wrap_call_node_hook("sub", SUB_RETRY_POLICY.as_hook())
+
+
+#: The same for a merged subgraph (its nodes raise their own errors).
+MERGED_RETRY_POLICY = RetryPolicy(ValueError, max_attempts=3, retry_delay=0.05, jitter=False)
+
+
+def sub_retry_merged() -> StateGraph:
+    """:func:`sub_retry` with the child merged: the policy naming ``sub`` is each merged
+    node's (``sub-y`` retries in place, as Celery retries of its task)."""
+    child = _chain([("x", dying_once("x")), ("y", flaky("y"))])
+    graph = _chain([("a", node("a")), ("sub", child), ("z", node("z"))])
+    return graph.add_wrap_call_node_hook("sub", MERGED_RETRY_POLICY.as_hook())
+
+
 def sub_slow() -> StateGraph:
     """sub (s1 -> s2, both :func:`holding`) -> after."""
     child = _chain([("s1", holding("s1")), ("s2", holding("s2"))]).compile()
@@ -200,5 +250,7 @@ SUBGRAPH_GRAPHS: Mapping[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]
     "sub-nested": (sub_nested, {}),
     "sub-fanout": (sub_fanout, {}),
     "sub-slow": (sub_slow, {}),
+    "sub-retry": (sub_retry, {}),
+    "sub-retry-merged": (sub_retry_merged, {}),
     "sub-streaming": (sub_streaming, {}),
 }
