@@ -36,6 +36,8 @@ from langgraph_celery import (
     InterruptionMetadata,
     NodeError,
     NodeOutput,
+    RemoveByHash,
+    ReplaceAllWith,
     RunnableConfig,
     Send,
     StateGraph,
@@ -484,9 +486,16 @@ def test_compiled_subgraph_hooks(saver: BaseCheckpointSaver) -> None:
     assert seen.index("[bar2] end") < seen.index("[subgraph1] end") < seen.index("[main2] start")
 
 
+@pytest.mark.parametrize(
+    "clear",
+    [MARK_FOR_REMOVAL, ReplaceAllWith([]), RemoveByHash("Log from nodeA")],
+    ids=["mark_for_removal", "replace_all_with", "remove_by_hash"],
+)
 @pytest.mark.parametrize("resume_option", ["update_state", "graph_resume"])
-def test_issue326(saver: BaseCheckpointSaver, resume_option: str) -> None:
-    """testIssue326: the resume's update (clearing the logs) reaches the parked subgraph."""
+def test_issue326(saver: BaseCheckpointSaver, resume_option: str, clear: Any) -> None:
+    """testIssue326: the resume's update (clearing the logs) reaches the parked subgraph: the
+    update itself, merged into the child's state (which holds what nodeA appended, where the
+    parent's does not), whichever way it clears the list (LangGraph4j's MARK_FOR_RESET)."""
     schema = {"logs": Channels.appender()}
     sub_graph = (
         StateGraph(schema)
@@ -506,13 +515,49 @@ def test_issue326(saver: BaseCheckpointSaver, resume_option: str) -> None:
     )
     config = RunnableConfig(thread_id="test-thread")
     list(parent.stream(GraphInput.no_args(), config))
-    updates = {"logs": MARK_FOR_REMOVAL}  # (LangGraph4j's MARK_FOR_RESET)
+    updates = {"logs": clear}
     if resume_option == "graph_resume":
         result = parent.invoke(GraphInput.resume(updates), config)
     else:
         new_config = parent.update_state(config, updates)
         result = parent.invoke(GraphInput.resume(), new_config)
     assert result.value("logs") == ["Log from nodeB"]
+
+
+def test_each_update_of_the_parent_reaches_the_parked_child_once(
+    saver: BaseCheckpointSaver,
+) -> None:
+    """A child parked twice: each resume's update, and an update_state's between, reach the
+    child's state once, in order."""
+    schema = {"logs": Channels.appender()}
+    child = (
+        StateGraph(schema)
+        .add_node("A", lambda s: {"logs": ["A"]})
+        .add_node("B", lambda s: {"logs": ["B"]})
+        .add_node("C", lambda s: {"logs": ["C"]})
+        .add_edge(START, "A")
+        .add_edge("A", "B")
+        .add_edge("B", "C")
+        .add_edge("C", END)
+        .compile(CompileConfig(interrupt_after=("A", "B"), checkpoint_saver=saver))
+    )
+    parent = (
+        StateGraph(schema)
+        .add_node("p", lambda s: {"logs": ["p"]})
+        .add_node("sub", child)
+        .add_edge(START, "p")
+        .add_edge("p", "sub")
+        .add_edge("sub", END)
+        .compile(CompileConfig(checkpoint_saver=saver))
+    )
+    config = RunnableConfig(thread_id="twice")
+    assert parent.invoke({"logs": ["in"]}, config).value("logs") == ["in", "p", "A"]
+    resumed = parent.invoke(GraphInput.resume({"logs": "u1"}), config)
+    assert resumed.value("logs") == ["in", "p", "A", "u1", "B"]
+    parent.update_state(config, {"logs": "u2"})
+    final = parent.invoke(GraphInput.resume({"logs": RemoveByHash("A")}), config)
+    assert final.value("logs") == ["in", "p", "u1", "B", "u2", "C"]
+    assert parent.get_state(config).state.value("logs") == final.value("logs")
 
 
 # -- SubGraphTest and GraphExecutorTest, with the child compiled ------------------------------

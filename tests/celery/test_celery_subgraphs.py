@@ -13,6 +13,7 @@ from celery.result import AsyncResult
 from lgc_subgraphs import (
     MERGED_RETRY_POLICY,
     SUB_RETRY_POLICY,
+    sub_approval,
     sub_nested,
     sub_retry,
     sub_retry_merged,
@@ -27,6 +28,7 @@ from langgraph_celery import (
     GraphInput,
     NodeError,
     NodeOutput,
+    ReplaceAllWith,
     RunnableConfig,
     StreamingOutput,
     StreamMode,
@@ -296,6 +298,36 @@ def test_a_merged_subgraphs_retry_policy_retries_its_nodes_as_in_process(
     for on in (f"{thread}-local", thread):
         calls = [int(redis_client.get(f"calls:{on}:{node}")) for node in ("x", "y")]
         assert calls == [1, attempts]
+
+
+def test_a_resume_update_reaches_the_parked_childs_own_state_as_in_process(
+    celery_stack: CeleryStack, thread: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resume's update is merged into the parked child's state (which holds what NODE3.1
+    appended): a list it replaces with the parent's own loses the child's items, as in process
+    (the parent's state does not change, so its changes would say nothing)."""
+    monkeypatch.setenv("LGC_REDIS_URL", celery_stack.settings["LGC_REDIS_URL"])
+
+    def run(graph: CompiledGraph, on: str) -> dict[str, Any]:
+        config = RunnableConfig(thread_id=on)
+        graph.invoke({"thread": on, "ask": True}, config, timeout=60)
+        reset = ReplaceAllWith(["[NODE1]", "[NODE2]"])  # (the parent's list as it is)
+        update = {"resume_subgraph": True, "messages": reset}
+        state = graph.invoke(GraphInput.resume(update), config, timeout=60)
+        return {k: v for k, v in state.data.items() if not k.startswith("path_")}
+
+    local = sub_approval().compile(CompileConfig(checkpoint_saver=MemorySaver()))
+    expected = run(local, f"{thread}-local")
+    assert expected["messages"] == [
+        "[NODE1]",
+        "[NODE2]",
+        "[NODE3.2]",
+        "[NODE3.3]",
+        "[NODE3.4]",
+        "[NODE4]",
+        "[NODE5]",
+    ]
+    assert run(celery_stack.graph("sub-approval"), thread) == {**expected, "thread": thread}
 
 
 def test_cancelling_the_parent_cancels_its_child_run(

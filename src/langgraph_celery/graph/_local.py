@@ -81,6 +81,8 @@ async def _run_tasks(
     engine: Engine, checkpoint: Checkpoint, tasks: list[PendingTask], config: RunnableConfig
 ) -> list[Any]:
     runner = engine.runner
+    if engine.spec.subgraphs:  # (a compiled subgraph's node finds the parent's step by it)
+        config = config._for_runtime(step_id=checkpoint.checkpoint_id)
     if len(tasks) == 1:
         # a plain node runs inline on our own loop (plain invoke), in a thread on a caller's
         # loop, or when the run is streamed and the node may emit: what it emits then reaches

@@ -11,9 +11,13 @@ each change once (an appender is not doubled).
   merged with an earlier child run's); its checkpoints carry the parent's run id
   (``Extra.PARENT``).
 - **Resume.** When the child's latest run on that thread has something pending and belongs to
-  the parent's run, the node resumes it instead of starting a new one: with the changes the
-  parent's state went through since the child started (a resume's update, an
-  ``update_state``), so the child continues where it stopped and sees them.
+  the parent's run, the node resumes it instead of starting a new one, with the updates the
+  parent's thread went through since the child last started or resumed (a resume's update, an
+  ``update_state``'s values: :func:`parent_updates`, read back from the parent's checkpoints
+  down to the one the child's ``Extra.PARENT`` names), merged through the child's reducers into
+  the child's own state: a resume that clears a list (``ReplaceAllWith([])``) clears what the
+  child appended, as in LangGraph4j.  Where that checkpoint is not found, the changes the
+  parent's state went through since the child started are used instead.
 - **Interruptions.** A child that parks raises :class:`SubgraphInterrupt`: the parent parks too,
   its :class:`InterruptionMetadata` naming the inner node, with ``metadata["subgraph_path"]``
   the ids from the parent's node down to it, and the inner run's state (:func:`outer_parking`,
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointKind
@@ -43,6 +47,7 @@ from langgraph_celery.graph.state import (
     Channel,
     ReplaceAllWith,
     _AppenderChannel,
+    apply_update,
     initial_values,
 )
 from langgraph_celery.graph.types import (
@@ -67,6 +72,7 @@ __all__ = [
     "child_input",
     "child_thread",
     "outer_parking",
+    "parent_updates",
     "parking_of",
     "parking_record",
     "resumes",
@@ -219,17 +225,59 @@ def started_with(checkpoints: Iterable[Checkpoint], latest: Checkpoint) -> dict[
     return {}
 
 
+#: How many of the parent's checkpoints :func:`parent_updates` reads at most.
+_MOST_UPDATES = 100
+
+
+def parent_updates(
+    step: Checkpoint, since: Any, get: Callable[[str], Checkpoint | None]
+) -> list[Mapping[str, Any]] | None:
+    """The updates the parent's thread went through after checkpoint ``since`` (where the child
+    run last started or resumed) up to ``step`` (the step now running the subgraph node), oldest
+    first: those of the resumes and ``update_state`` calls between them, read back through
+    ``get`` (a checkpoint by id).  ``None`` when ``since`` is not on that line (an earlier
+    version's child run, a step run in between): the caller falls back on the changes of the
+    parent's state."""
+    if not isinstance(since, str):
+        return None
+    updates: list[Mapping[str, Any]] = []
+    current: Checkpoint | None = step
+    for _ in range(_MOST_UPDATES):
+        if current is None:
+            return None
+        if current.checkpoint_id == since:
+            return updates[::-1]
+        if current.kind in (CheckpointKind.RESUME, CheckpointKind.UPDATE):
+            update = current.metadata.get("update")
+            if isinstance(update, Mapping) and update:
+                updates.append(update)
+        elif current.kind is not CheckpointKind.FORK:
+            return None
+        if current.parent_id is None:
+            return None
+        current = get(current.parent_id)
+    return None
+
+
 def child_input(
     schema: Mapping[str, Channel],
     latest: Checkpoint | None,
     started: Mapping[str, Any] | None,
     values: Mapping[str, Any],
+    updates: Sequence[Mapping[str, Any]] | None = None,
 ) -> tuple[GraphInput, Checkpoint | None]:
     """How the child run goes on from the child thread's ``latest``, given the node's input
-    ``values``: resumed (when it ``started`` with a state) with the changes the parent's state
-    went through since, or a new run whose state is ``values`` alone (not merged with the
-    thread's earlier runs'), after ``latest``; and the checkpoint it goes on from (for a new run,
-    ``latest`` with the initial values: ``Engine.begin_from(..., fresh=True)`` stores it whole)."""
+    ``values``: resumed (when it ``started`` with a state) with the parent's ``updates`` since
+    (merged into the child's own state: the update that takes it there), or without them the
+    changes the parent's state went through since it started; or a new run whose state is
+    ``values`` alone (not merged with the thread's earlier runs'), after ``latest``; and the
+    checkpoint it goes on from (for a new run, ``latest`` with the initial values:
+    ``Engine.begin_from(..., fresh=True)`` stores it whole)."""
+    if started is not None and latest is not None and updates is not None:
+        merged = dict(latest.values)
+        for update in updates:
+            apply_update(schema, merged, update, "the parent's update")
+        return GraphInput.resume(changes(schema, latest.values, merged) or None), latest
     if started is not None:
         return GraphInput.resume(changes(schema, started, values) or None), latest
     base = latest
@@ -289,6 +337,25 @@ class SubgraphNode:
                 self._child = Engine(compiled.spec, config, graph_id)
         return self._child
 
+    async def _parent_updates(
+        self, latest: Checkpoint, config: RunnableConfig
+    ) -> list[Mapping[str, Any]] | None:
+        """:func:`parent_updates` on this node's parent thread, from the step being run."""
+        parent_saver, step_id = self.saver, config._step_id
+        ref = latest.extra.get(Extra.PARENT)
+        since = ref.get("checkpoint_id") if isinstance(ref, Mapping) else None
+        if parent_saver is None or step_id is None or not isinstance(since, str):
+            return None
+        thread = config.thread_id or ""
+
+        def read() -> list[Mapping[str, Any]] | None:
+            step = parent_saver.get(thread, step_id)
+            if step is None:
+                return None
+            return parent_updates(step, since, lambda id_: parent_saver.get(thread, id_))
+
+        return await self.engine.io(read)
+
     def child_config(self, config: RunnableConfig) -> RunnableConfig:
         """The child run's config: the caller's, on the child's thread and path."""
         task = config._task_id or config.node_id or self.node_id
@@ -313,21 +380,22 @@ class SubgraphNode:
         parent_run = config.run_id or ""
         saver = engine.saver
         latest = await engine.io(saver.get, thread) if saver is not None else None
-        started = None
+        started = updates = None
         if saver is not None and latest is not None and resumes(latest, parent_run):
             started = started_with(await engine.io(saver.list, thread), latest)
-        graph_input, base = child_input(engine.spec.schema, latest, started, values)
-        begin = None
-        if not graph_input.is_resume:
+            updates = await self._parent_updates(latest, config)
+        graph_input, base = child_input(engine.spec.schema, latest, started, values, updates)
+        # (the parent's step the child starts or resumes from, for its next resume)
+        reference = {"run_id": parent_run, "checkpoint_id": config._step_id}
 
-            async def begin(run_config: RunnableConfig) -> tuple[Checkpoint, NodeOutput | None]:
-                return await engine.begin_from(
-                    base,
-                    graph_input,
-                    run_config,
-                    extra={Extra.PARENT: {"run_id": parent_run}},
-                    fresh=True,
-                )
+        async def begin(run_config: RunnableConfig) -> tuple[Checkpoint, NodeOutput | None]:
+            return await engine.begin_from(
+                base,
+                graph_input,
+                run_config,
+                extra={Extra.PARENT: reference},
+                fresh=not graph_input.is_resume,
+            )
 
         outcome = Outcome()
         parent_outcome = config._outcome

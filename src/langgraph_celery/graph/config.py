@@ -133,6 +133,8 @@ class RunnableConfig:
     _task_id: str | None = field(default=None, repr=False, compare=False)
     #: the in-process run's ``Outcome`` (a compiled subgraph links its child run's to it)
     _outcome: Any = field(default=None, repr=False, compare=False)
+    #: the checkpoint whose step is being run (in process, for a compiled subgraph's node)
+    _step_id: str | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_limit("recursion_limit", self.recursion_limit)
@@ -234,6 +236,7 @@ class RunnableConfig:
         task_id: str | None = None,
         outcome: Any = None,
         node_path: tuple[str, ...] | None = None,
+        step_id: str | None = None,
     ) -> RunnableConfig:
         copy = (
             self._replace() if checkpoint_id is None else self._replace(checkpoint_id=checkpoint_id)
@@ -255,4 +258,6 @@ class RunnableConfig:
             object.__setattr__(copy, "_task_id", task_id)
         if outcome is not None:
             object.__setattr__(copy, "_outcome", outcome)
+        if step_id is not None:
+            object.__setattr__(copy, "_step_id", step_id)
         return copy

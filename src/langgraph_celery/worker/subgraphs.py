@@ -21,8 +21,8 @@ returns; the child's nodes are tasks of their own; the child's end commits the p
   (:func:`cancel_children`); a child that ends anyway records the node's update on the
   cancelled step without committing it, for the resume.
 - **Resume.** Resuming the parent dispatches the subgraph node's task again: the child run of
-  the parent's run that has something pending is resumed, with the changes the parent's state
-  went through since the child started.
+  the parent's run that has something pending is resumed, with the updates the parent's thread
+  went through since (``graph/_subgraph.py``'s ``parent_updates``, as in process).
 - **Retry.** In process a ``RetryPolicy`` of the subgraph node (its wrap hook) calls the node
   again when the child run fails, and the node resumes the child's failed step.  Here the
   child's failure (:func:`child_failed`) sends the subgraph node's task again after the
@@ -50,6 +50,7 @@ from langgraph_celery.graph._subgraph import (
     child_input,
     child_thread,
     outer_parking,
+    parent_updates,
     resumes,
     started_with,
 )
@@ -211,11 +212,14 @@ async def start_child(
         extra[Extra.RUN_CONFIG] = checkpoint.extra[Extra.RUN_CONFIG]
     config = config.with_changes(thread_id=thread)
     engine = child.engine
-    started = None
+    started = updates = None
     if resumes(latest, checkpoint.run_id):
-        assert latest is not None
+        assert latest is not None and ref is not None
         started = started_with(child.saver.list(thread), latest)
-    graph_input, base = child_input(engine.spec.schema, latest, started, values)
+        saver, parent_thread = runtime.saver, checkpoint.thread_id
+        since = ref.get("checkpoint_id")
+        updates = parent_updates(checkpoint, since, lambda id_: saver.get(parent_thread, id_))
+    graph_input, base = child_input(engine.spec.schema, latest, started, values, updates)
     try:
         first, _ = await engine.begin_from(
             base, graph_input, config, extra=extra, store=child.store_first, fresh=True
