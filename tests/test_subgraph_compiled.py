@@ -44,6 +44,7 @@ from langgraph_celery import (
     StreamMode,
 )
 from langgraph_celery.checkpoint import BaseCheckpointSaver, MemorySaver, RunIndex, RunStatus
+from langgraph_celery.graph._subgraph import changes
 
 SCHEMA = {"messages": Channels.appender()}
 
@@ -558,6 +559,60 @@ def test_each_update_of_the_parent_reaches_the_parked_child_once(
     final = parent.invoke(GraphInput.resume({"logs": RemoveByHash("A")}), config)
     assert final.value("logs") == ["in", "p", "u1", "B", "u2", "C"]
     assert parent.get_state(config).state.value("logs") == final.value("logs")
+
+
+def test_a_childs_removal_keeps_a_siblings_append_of_the_same_step(
+    saver: BaseCheckpointSaver,
+) -> None:
+    """The child's changes reach the parent as a node's update would (SPEC §9): a removal as
+    ``RemoveByHash``, not the child's whole list, so a sibling's append merged before it in the
+    same step stays (as with a plain node doing the removal)."""
+    schema = {"logs": Channels.appender()}
+
+    def parent(remover: Any) -> CompiledGraph:
+        return (
+            StateGraph(schema)
+            .add_node("start", lambda s: {})
+            .add_node("sib", lambda s: {"logs": ["sib"]})
+            .add_node("sub", remover)
+            .add_edge(START, "start")
+            .add_edge("start", "sub")
+            .add_edge("start", "sib")
+            .add_edge(["sub", "sib"], END)
+            .compile(CompileConfig(checkpoint_saver=saver))
+        )
+
+    def remove(state: Any) -> dict[str, Any]:
+        return {"logs": [RemoveByHash("seed"), "y"]}
+
+    child = (
+        StateGraph(schema)
+        .add_node("rm", remove)
+        .add_edge(START, "rm")
+        .add_edge("rm", END)
+        .compile()
+    )
+    expected = parent(remove).invoke({"logs": ["seed", "x"]}, RunnableConfig(thread_id="plain"))
+    assert expected.value("logs") == ["x", "sib", "y"]
+    got = parent(child).invoke({"logs": ["seed", "x"]}, RunnableConfig(thread_id="child"))
+    assert got.value("logs") == expected.value("logs")
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "update"),
+    [
+        (["a", "b"], ["a", "b", "c"], ["c"]),
+        (["a", "b", "c"], ["a", "c", "d"], [RemoveByHash("b"), "d"]),
+        (["a", "b", "a"], ["b", "a"], [RemoveByHash("a")]),
+        (["a", "b", "a"], ["a", "b"], ReplaceAllWith(["a", "b"])),  # (not by first occurrences)
+        (["a", "b"], ["b", "a"], [RemoveByHash("a"), "a"]),
+    ],
+)
+def test_an_appenders_changes_are_removals_then_appends_when_they_can_be(
+    before: list[str], after: list[str], update: Any
+) -> None:
+    schema = {"logs": Channels.appender()}
+    assert changes(schema, {"logs": before}, {"logs": after}) == {"logs": update}
 
 
 # -- SubGraphTest and GraphExecutorTest, with the child compiled ------------------------------

@@ -45,6 +45,7 @@ from langgraph_celery.graph.state import (
     MARK_FOR_REMOVAL,
     AgentState,
     Channel,
+    RemoveByHash,
     ReplaceAllWith,
     _AppenderChannel,
     apply_update,
@@ -94,10 +95,11 @@ def changes(
 ) -> dict[str, Any]:
     """The update that takes state ``before`` to ``after`` through ``schema``'s reducers.
 
-    A removed key is :data:`MARK_FOR_REMOVAL`; an appender that only grew gets the items added
-    (else ``ReplaceAllWith`` the new list); a key with a reducer of its own the update the
-    reducer turns the old value into the new one with (:func:`_through`); any other changed key
-    its new value.
+    A removed key is :data:`MARK_FOR_REMOVAL`; an appender gets the items it lost (as
+    ``RemoveByHash``) and the items added (:func:`_appended`; else ``ReplaceAllWith`` the new
+    list), so that a sibling's appends to it in the same step stay; a key with a reducer of its
+    own the update the reducer turns the old value into the new one with (:func:`_through`);
+    any other changed key its new value.
     """
     update: dict[str, Any] = {}
     for key in before:
@@ -115,13 +117,35 @@ def changes(
                 if len(value) > len(old):
                     update[key] = value[len(old) :]
             else:
-                update[key] = ReplaceAllWith(value if isinstance(value, list) else [value])
+                update[key] = _appended(channel, old, value)
         elif channel is not None and channel.reducer is not None:
             old = before[key] if had else channel.default()
             update[key] = _through(channel, old, value)
         else:
             update[key] = value
     return update
+
+
+def _appended(channel: _AppenderChannel, old: list[Any], new: Any) -> Any:
+    """The appender update that takes ``old`` to ``new``: the items ``new`` lacks, removed
+    (``RemoveByHash``, first occurrences, before the appends), then the items it adds at its
+    end, when the channel's reducer, tried on a copy, gives ``new`` that way; else
+    ``ReplaceAllWith(new)``."""
+    if isinstance(new, list):
+        kept = 0
+        removed: list[Any] = []
+        for item in old:
+            if kept < len(new) and new[kept] == item:
+                kept += 1
+            else:
+                removed.append(item)
+        update = [RemoveByHash(item) for item in removed] + new[kept:]
+        try:
+            if channel.reducer is not None and channel.reducer(copy.deepcopy(old), update) == new:
+                return update
+        except Exception:  # (a reducer that refuses it: replace the list instead)
+            pass
+    return ReplaceAllWith(new if isinstance(new, list) else [new])
 
 
 def _candidates(old: Any, new: Any) -> list[Any]:
