@@ -10,6 +10,7 @@ import pytest
 
 from langgraph_celery import (
     END,
+    MARK_FOR_REMOVAL,
     START,
     AgentState,
     Channels,
@@ -18,6 +19,7 @@ from langgraph_celery import (
     GraphInput,
     NodeError,
     RunnableConfig,
+    SerializationError,
     StateGraph,
     StreamMode,
 )
@@ -163,6 +165,43 @@ def test_a_failed_run_is_stored_where_it_failed(saver: BaseCheckpointSaver, mode
     fail["c"] = False
     result = graph.invoke(GraphInput.resume(), cfg)
     assert list(result.data["log"]) == ["a", "b", "c"]
+
+
+class _NotJson:
+    """A value no serializer stores."""
+
+
+@pytest.mark.parametrize("transient", [False, True], ids=["kept", "removed-later"])
+@pytest.mark.parametrize("mode", MODES)
+def test_a_value_the_serializer_refuses_fails_the_run_at_its_step_in_every_mode(
+    saver: BaseCheckpointSaver, mode: str, transient: bool
+) -> None:
+    """The step whose update cannot be stored fails, with the step before it stored, in every
+    mode: "exit" does not run the nodes after it, nor complete because a later step removed the
+    value before the end (SPEC §8: an update the serializer refuses fails the run)."""
+    ran: list[str] = []
+    refused = {"b": {"log": "b", "bad": _NotJson()}}
+    later = {"c": {"log": "c", "bad": MARK_FOR_REMOVAL}} if transient else {}
+
+    def action_of(name: str) -> Any:
+        def action(state: AgentState) -> dict[str, Any]:
+            ran.append(name)
+            return {**refused, **later}.get(name, {"log": name})
+
+        return action
+
+    graph = StateGraph({"log": Channels.appender()})
+    for name in ("a", "b", "c", "d"):
+        graph.add_node(name, action_of(name))
+    graph.add_edge(START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", "d")
+    compiled = graph.add_edge("d", END).compile(CompileConfig(checkpoint_saver=saver))
+    cfg = config("t", mode)
+    with pytest.raises(SerializationError, match="state key 'bad'"):
+        compiled.invoke({"log": "x"}, cfg)
+    assert ran == ["a", "b"]
+    snapshot = compiled.get_state(cfg)
+    assert snapshot.next == ("b",)
+    assert list(snapshot.state.data["log"]) == ["x", "a"]
 
 
 @pytest.mark.parametrize("mode", MODES)

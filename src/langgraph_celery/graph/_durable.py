@@ -11,6 +11,11 @@
 
 A run's first checkpoint (its input, a resume or a fork) is stored at once in every mode: it
 claims the thread and is where a run that crashed starts again.
+
+A step whose changes the saver's serializer refuses fails where ``"sync"`` fails it, in every
+mode: the keeper serializes each step's changes as it takes it (and drops the text), so a value
+that would not be stored fails the run at its step, with the run's last good step stored: not
+one step later (``"async"``), at the end, or never (``"exit"``, a value a later step removes).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class Keeper:
         (async) once the store before it is done (one store in flight at a time, in order: a
         child is never stored before its parent).  A background store that failed is raised
         here, at the next step."""
+        self._check(checkpoint)
         if self.durability == "exit":
             self.held = checkpoint
             return checkpoint
@@ -55,6 +61,15 @@ class Keeper:
             await background
         self.background = asyncio.ensure_future(self._put(checkpoint))
         return checkpoint
+
+    def _check(self, checkpoint: Checkpoint) -> None:
+        """Raise the serializer's ``SerializationError`` for what storing ``checkpoint`` would
+        refuse: its changes (or values) and its metadata (the nodes' updates)."""
+        saver = self.engine.saver
+        assert saver is not None
+        dumps = saver.serializer.dumps
+        dumps(checkpoint.values if checkpoint.delta is None else checkpoint.delta)
+        dumps(checkpoint.metadata)
 
     async def _put(self, checkpoint: Checkpoint) -> None:
         saver = self.engine.saver
