@@ -22,6 +22,8 @@ from langgraph_celery import (
     StateGraph,
 )
 from langgraph_celery.checkpoint import BaseCheckpointSaver, RunIndex, RunStatus
+from langgraph_celery.checkpoint.base import WriteKind
+from langgraph_celery.graph._marks import Mark, StepMarks
 
 
 def two_steps(saver: BaseCheckpointSaver, graph_id: str | None, **options: Any) -> Any:
@@ -52,6 +54,25 @@ def test_ids_of_255_characters_are_stored_and_read_back(saver: BaseCheckpointSav
     assert graph.invoke({"log": []}, config).data["log"] == ["a", "b"]
     assert graph.get_state(config).state.data["log"] == ["a", "b"]
     assert len(graph.get_state_history(config)) == 3  # input, after a, after b
+
+
+def test_a_delivery_mark_of_a_255_character_node_fits_the_store(
+    saver: BaseCheckpointSaver,
+) -> None:
+    """The mark a redelivered task leaves (``__delivery__:<task id>#<n>``) stays within the
+    store's 255 characters for the longest node id, and reads back under its key (a mark past
+    it made the count fail, and the run come back for ever)."""
+    graph = two_steps(saver, None)
+    graph.invoke({}, RunnableConfig(thread_id="marks"))
+    latest = saver.get("marks")
+    assert latest is not None
+    for task_id in ("a", "n" * 255, f"{'n' * 249}#send0"):
+        mark = Mark.delivery(task_id, 2)
+        assert len(mark) <= 255
+        saver.put_writes("marks", latest.checkpoint_id, mark, "n", {}, WriteKind.DELIVERY)
+        marks = StepMarks.of(saver.get_writes("marks", latest.checkpoint_id))
+        assert marks.deliveries[Mark.delivery_key(task_id)] == 2
+    assert Mark.delivery_key("a") == "a"
 
 
 def test_a_threads_runs_belong_to_the_graph_that_started_them(saver: BaseCheckpointSaver) -> None:

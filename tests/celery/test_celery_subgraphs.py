@@ -33,6 +33,7 @@ from langgraph_celery import (
     StreamingOutput,
     StreamMode,
 )
+from langgraph_celery.celery import RunHandle
 from langgraph_celery.checkpoint import CheckpointKind, MemorySaver, RunStatus
 from langgraph_celery.worker.names import celery_task_id, node_task_name, run_outputs_channel
 
@@ -328,6 +329,24 @@ def test_a_resume_update_reaches_the_parked_childs_own_state_as_in_process(
         "[NODE5]",
     ]
     assert run(celery_stack.graph("sub-approval"), thread) == {**expected, "thread": thread}
+
+
+def test_a_child_thread_id_past_255_characters_fails_the_run(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    """The child's thread id (the parent's plus "/sub") past 255 characters: the subgraph node
+    fails with the ValueError that names it, once, as in process (it used to fail its task
+    every time the reaper sent it again, the run running for ever)."""
+    long_thread = thread.ljust(252, "t")  # (+ "/sub": 256)
+    graph = celery_stack.graph("sub-fanout")
+    config = RunnableConfig(thread_id=long_thread)
+    with pytest.raises(NodeError) as caught:
+        graph.invoke({"thread": long_thread}, config, timeout=30)
+    assert (caught.value.node_id, caught.value.error_type) == ("sub", "ValueError")
+    assert "thread_id is 256 characters long" in str(caught.value)
+    latest = celery_stack.saver.get(long_thread)
+    assert latest is not None and latest.next == ("sub", "sibling")
+    assert RunHandle.from_run_id(graph, latest.run_id).status() == "failed"
 
 
 def test_cancelling_the_parent_cancels_its_child_run(

@@ -13,6 +13,7 @@ executor.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,6 +22,7 @@ from typing import Any, Final
 from langgraph_celery import errors
 from langgraph_celery.checkpoint.base import Checkpoint, CheckpointView, PendingWrite, WriteKind
 from langgraph_celery.errors import NodeError
+from langgraph_celery.graph.config import MAX_ID_LENGTH
 
 __all__ = [
     "MARK_KINDS",
@@ -77,12 +79,21 @@ class Mark:
     #: the run was cancelled here
     CANCEL: Final = "__cancel__"
     #: (a prefix) ``__delivery__:<task id>#<n>``: the task's message came back after its worker
-    #: process died, for the ``n``-th delivery (first deliveries are not recorded)
+    #: process died, for the ``n``-th delivery (first deliveries are not recorded); a task id
+    #: too long for the mark to fit the store's 255 characters is replaced by its digest
+    #: (:meth:`delivery_key`)
     DELIVERY: Final = "__delivery__:"
 
     @staticmethod
+    def delivery_key(task_id: str) -> str:
+        """What a delivery mark names ``task_id`` by (:attr:`StepMarks.deliveries`' key)."""
+        if len(Mark.DELIVERY) + len(task_id) + 4 <= MAX_ID_LENGTH:
+            return task_id
+        return "sha256:" + hashlib.sha256(task_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+    @staticmethod
     def delivery(task_id: str, number: int) -> str:
-        return f"{Mark.DELIVERY}{task_id}#{number}"
+        return f"{Mark.DELIVERY}{Mark.delivery_key(task_id)}#{number}"
 
 
 #: The marks that stop a run.
@@ -183,7 +194,7 @@ class StepMarks:
     parent_cancelled: bool = False
     #: the same run already stored the next step (this one is done)
     step_committed: bool = False
-    #: deliveries of each task's message recorded so far (see :attr:`Mark.DELIVERY`)
+    #: deliveries of each task's message recorded so far, by :meth:`Mark.delivery_key`
     deliveries: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod

@@ -75,7 +75,7 @@ def count_delivery(
     """Record one more delivery of ``task``'s message after its worker process died; past
     ``max_deliveries`` the run fails instead of running the node again (a node that kills
     its process every time would otherwise come back in a tight loop)."""
-    first = marks.deliveries.get(task.id, 1) + 1
+    first = marks.deliveries.get(Mark.delivery_key(task.id), 1) + 1
     number = next(
         (
             n

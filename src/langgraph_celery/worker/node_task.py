@@ -156,7 +156,15 @@ async def _run_task(
         config = config._for_runtime(sink=sink)
     if task.node in runtime.children and task.id not in marks.updates:
         # a compiled subgraph: its child run's nodes are tasks of their own
-        return await subgraphs.start_child(runtime, checkpoint, task)
+        try:
+            return await subgraphs.start_child(runtime, checkpoint, task)
+        except (ValueError, GraphError) as refused:
+            # (the child run cannot start: an id past 255 characters, an input its reducers
+            # refuse; the same every time, so the run fails rather than being sent again)
+            runtime.mark_failed(checkpoint, Failure.of_error(task.node, refused))
+            if isinstance(refused, GraphError):
+                raise
+            raise NodeError(task.node, type(refused).__name__, str(refused)) from refused
     if task.id not in marks.updates:
         try:
             # (the saver's values are shared: a node that opted out of CopyOnRead gets a copy)
