@@ -27,6 +27,7 @@ from langgraph_celery import (
     GraphDefinitionError,
     GraphInput,
     RunnableConfig,
+    Send,
     StateGraph,
 )
 from langgraph_celery.checkpoint import MemorySaver
@@ -516,3 +517,33 @@ def test_checkpoint_with_command_subgraph() -> None:
         "child:step4",
         "step3",
     ]
+
+
+def _sending_child(command: bool) -> StateGraph:
+    """fan -> Send("w", {"i": 1}) and Send("w", {"i": 2}) -> w: from a route, or a command
+    node's Command; the child's own node id, as when it runs alone."""
+    sends = [Send("w", {"i": 1}), Send("w", {"i": 2})]
+    child = StateGraph({"acc": Channels.appender()})
+    child.add_node("w", lambda s: {"acc": [s["i"]]}).add_edge("w", END)
+    if command:
+        child.add_node("fan", lambda s: Command(goto=sends), destinations=["w"])
+    else:
+        child.add_node("fan", lambda s: {}).add_conditional_edges("fan", lambda s: sends)
+    return child.add_edge(START, "fan")
+
+
+@pytest.mark.parametrize("command", [False, True], ids=["route", "command"])
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_merged_childs_sends_name_its_own_nodes(command: bool, nested: bool) -> None:
+    alone = _sending_child(command).compile().invoke({})
+    assert alone.value("acc") == [1, 2]
+    child = _sending_child(command)
+    if nested:
+        child = StateGraph({"acc": Channels.appender()}).add_node("inner", child)
+        child.add_edge(START, "inner").add_edge("inner", END)
+    graph = StateGraph({"acc": Channels.appender()}).add_node("B", child)
+    merged = graph.add_edge(START, "B").add_edge("B", END).compile()
+    outputs = [output.node for output in merged.stream({})]
+    assert merged.invoke({}).value("acc") == [1, 2]
+    prefix = "B-inner-" if nested else "B-"
+    assert outputs == ["__START__", f"{prefix}fan", f"{prefix}w", f"{prefix}w", "__END__"]

@@ -83,6 +83,7 @@ def command_write(spec: GraphSpec, node: str, command: Command) -> dict[str, Any
     goto: list[Any] = []
     for item in _goto_items(command.goto):
         if isinstance(item, Send):
+            item = _sent(spec, node, item)
             if item.node not in allowed or item.node == END:
                 raise InvalidUpdateError(
                     f"node {node!r} returned a Command that sends to {item.node!r}, which is not "
@@ -205,6 +206,15 @@ def _resolve_label(spec: GraphSpec, source: str, label: Any) -> str:
     )
 
 
+def _sent(spec: GraphSpec, source: str, send: Send) -> Send:
+    """``send`` from ``source``, a merged subgraph's route or command node naming the
+    subgraph's own node id, to the merged id it runs as (see ``GraphSpec.send_names``)."""
+    if send.node in spec.nodes:
+        return send
+    merged = spec.send_names.get(source, {}).get(send.node)
+    return send if merged is None else Send(merged, send.arg)
+
+
 def decide_route(spec: GraphSpec, source: str, result: Any) -> RouteDecision:
     """Interpret a route's return value: a label, a Command, a list of labels or of Sends."""
     if isinstance(result, Command):
@@ -217,6 +227,7 @@ def decide_route(spec: GraphSpec, source: str, result: Any) -> RouteDecision:
         sends: list[Send] = []
         for item in result:
             if isinstance(item, Send):
+                item = _sent(spec, source, item)
                 if item.node not in spec.nodes:
                     raise GraphStateError(
                         f"conditional edge from {source!r} sent to unknown node {item.node!r}"

@@ -296,6 +296,20 @@ class _Merge:
                         hooks.append(Hook(hook.kind, hook.fn, merged_id(node, target)))
         return tuple(hooks)
 
+    def send_names(self) -> dict[str, dict[str, str]]:
+        """A merged child's routes and command nodes send to the child's node ids: what they
+        run as here (nested subgraphs' too, renamed once more)."""
+        found = {k: dict(v) for k, v in self.parent.send_names.items()}
+        for node, child in self.children.items():
+            local = {n: merged_id(node, n) for n in child.nodes}
+            for source in [*child.conditional, *child.destinations]:
+                new_source = self.start_bridge[node] if source == START else merged_id(node, source)
+                found[new_source] = dict(local)
+            for source, names in child.send_names.items():
+                renamed = {k: merged_id(node, v) for k, v in names.items()}
+                found.setdefault(merged_id(node, source), {}).update(renamed)
+        return found
+
     def spec(self) -> GraphSpec:
         schema = dict(self.parent.schema)
         typed = self.parent.typed
@@ -331,6 +345,7 @@ class _Merge:
             merged={},
             outline=dataclasses.replace(self.parent, merged=dict(self.children)),
             entries=entries,
+            send_names=self.send_names(),
         )
 
 

@@ -72,6 +72,9 @@ class GraphSpec:
     outline: GraphSpec | None = None
     #: where each merged subgraph (nested ones too, by merged id) is entered: its first nodes
     entries: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    #: for the routes and command nodes of merged subgraphs (by merged source id): the node ids
+    #: their ``Send``\ s name, the subgraph's own, to the merged ids they run as
+    send_names: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
 
     @functools.cached_property
     def node_index(self) -> dict[str, int]:
