@@ -4,6 +4,7 @@ value when a chain's budget is spent, what prune frees, and reads from a cold ca
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import text
@@ -154,6 +155,59 @@ def test_every_way_a_step_changes_state_reads_back_from_a_cold_handle(
     assert len(history) == len(stored) >= 12
     assert {c.checkpoint_id: c.values for c in history} == stored
     assert sum(not ref.whole for ref in cold.stored_refs("t1")) >= len(history) - 2
+
+
+@dataclass
+class _Note:
+    """A message equal to another of the same id, whatever its text."""
+
+    id: str
+    text: str = field(compare=False)
+
+
+def test_equal_items_appended_in_one_step_read_back_as_each_node_wrote_them(
+    saver_factory: Any,
+) -> None:
+    """Parallel nodes append items equal but not the same (``1``, ``True``, ``1.0``; notes
+    equal by id), and a route's Command update appends one equal to update_state's: every
+    checkpoint reads back (same handle, cold handle) as the engine stored it, not with the
+    first node's items twice."""
+
+    def handle() -> BaseCheckpointSaver:
+        made = saver_factory()
+        made.serializer.register(_Note)
+        return made
+
+    saver = handle()
+    stored: dict[str, str] = {}
+    put = saver.put
+
+    def recording_put(checkpoint: Any) -> Any:
+        stored[checkpoint.checkpoint_id] = saver.serializer.dumps(checkpoint.values)
+        return put(checkpoint)
+
+    saver.put = recording_put  # type: ignore[method-assign]
+    graph = StateGraph({"log": Channels.appender()})
+    graph.add_node("a", lambda s, c: {"log": [1, _Note("m", "from a")]})
+    graph.add_node("b", lambda s, c: {"log": [True, _Note("m", "from b")]})
+    graph.add_node("c", lambda s, c: {"log": 1.0})
+    graph.add_node("r", lambda s, c: {"log": "r"})
+    for node in "abc":
+        graph.add_edge(START, node)
+        graph.add_edge(node, "r")
+    graph.add_conditional_edges("r", lambda s: Command(goto=END, update={"log": [True]}))
+    app = graph.compile(CompileConfig(checkpoint_saver=saver))
+    result = app.invoke({"log": ["start"]}, CFG).data["log"]
+    assert sorted(map(repr, result[1:6])) == sorted(
+        ["1", "True", "1.0", repr(_Note("m", "from a")), repr(_Note("m", "from b"))]
+    )
+    app.update_state(CFG, {"log": [1]}, as_node="r")  # (r's route adds True after it)
+    assert repr(app.get_state(CFG).values["log"][-2:]) == "[1, True]"
+
+    for reader in (saver, handle()):
+        history = list(reader.list("t1"))
+        assert len(history) == len(stored) == 4
+        assert {c.checkpoint_id: reader.serializer.dumps(c.values) for c in history} == stored
 
 
 def test_a_read_that_a_concurrent_prune_overtakes_starts_again(tmp_path: Any) -> None:

@@ -21,7 +21,10 @@ most its chain: its last whole value and deltas of at most ``BUDGET_FACTOR`` tim
 In a delta body an ``add`` whose items are exactly what one task wrote to that key (in the
 body's own ``metadata["writes"]``) is stored as ``["addw", task_id]``, and one whose items are
 exactly the key's value in ``metadata["update"]`` (an input, a resume's or ``update_state``'s
-update) as ``["addu"]``, so the items are not stored twice.
+update) as ``["addu"]``, so the items are not stored twice.  *Exactly*: the same objects, or
+items the serializer writes as the same text (so read back the same); items that only compare
+equal (``1``, ``True`` and ``1.0``; dataclasses with a ``compare=False`` field) are stored
+themselves, as a task's write that compares equal to another task's is its own.
 
 :class:`ValuesCache` keeps states reconstructed (or stored) recently by ``(thread_id,
 checkpoint_id)``: a checkpoint never changes, so an entry is never stale, and reading the next
@@ -93,9 +96,15 @@ def _items(written: Any) -> list[Any] | None:
     return items
 
 
-def encode_ops(delta: Mapping[str, Sequence[Sequence[Any]]], metadata: Mapping[str, Any]) -> Delta:
+def encode_ops(
+    delta: Mapping[str, Sequence[Sequence[Any]]],
+    metadata: Mapping[str, Any],
+    dumps: Callable[[Any], str],
+) -> Delta:
     """``delta`` as stored: an ``add`` of exactly what a task of ``metadata["writes"]`` wrote
-    to the key becomes ``["addw", task_id]``."""
+    to the key becomes ``["addw", task_id]``, one of exactly the key's value in
+    ``metadata["update"]`` ``["addu"]`` (exactly: see :func:`_same_items`; ``dumps`` is the
+    serializer's)."""
     writes = metadata.get("writes")
     update = metadata.get("update")
     encoded: Delta = {}
@@ -103,13 +112,13 @@ def encode_ops(delta: Mapping[str, Sequence[Sequence[Any]]], metadata: Mapping[s
         out: list[list[Any]] = []
         for op in ops:
             if op[0] == ADD and isinstance(writes, Mapping):
-                task = _writer(writes, key, op[1])
+                task = _writer(writes, key, op[1], dumps)
                 if task is not None:
                     out.append([ADD_WRITTEN, task])
                     continue
             if op[0] == ADD and isinstance(update, Mapping) and key in update:
                 written = _items(update[key])
-                if written is not None and len(written) == len(op[1]) and written == op[1]:
+                if written is not None and _same_items(written, op[1], dumps):
                     out.append([ADD_UPDATE])
                     continue
             out.append(list(op))
@@ -117,13 +126,31 @@ def encode_ops(delta: Mapping[str, Sequence[Sequence[Any]]], metadata: Mapping[s
     return encoded
 
 
-def _writer(writes: Mapping[str, Any], key: str, items: list[Any]) -> str | None:
+def _writer(
+    writes: Mapping[str, Any], key: str, items: list[Any], dumps: Callable[[Any], str]
+) -> str | None:
     for task_id, write in writes.items():
         if isinstance(write, Mapping) and key in write:
             written = _items(write[key])
-            if written is not None and len(written) == len(items) and written == items:
+            if written is not None and _same_items(written, items, dumps):
                 return str(task_id)
     return None
+
+
+def _same_items(written: list[Any], items: list[Any], dumps: Callable[[Any], str]) -> bool:
+    """Whether a reference to ``written`` reads back exactly ``items``: the same objects, or
+    equal ones the serializer writes as the same text.  Equality alone is not enough: ``1``,
+    ``True`` and ``1.0`` are equal, so are objects whose ``__eq__`` leaves fields out."""
+    if len(written) != len(items):
+        return False
+    if all(w is i for w, i in zip(written, items, strict=True)):
+        return True
+    if written != items:
+        return False
+    try:
+        return dumps(written) == dumps(items)
+    except Exception:  # (not serializable: the items are stored, whose dump names the key)
+        return False
 
 
 def decode_ops(stored: Mapping[str, Any], metadata: Mapping[str, Any]) -> Delta:

@@ -50,7 +50,7 @@ class Incremental:
         delta, parent_id = checkpoint.delta, checkpoint.parent_id
         if delta is not None and parent_id is not None:
             body = {
-                "delta": encode_ops(delta, checkpoint.metadata),
+                "delta": encode_ops(delta, checkpoint.metadata, self.serializer.dumps),
                 "tasks": [task.to_data() for task in checkpoint.tasks],
                 "node": checkpoint.node,
                 "extra": checkpoint.extra,

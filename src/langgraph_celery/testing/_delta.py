@@ -151,6 +151,42 @@ class DeltaConformance(SaverFixtures):
             assert handle.get(THREAD, fork.checkpoint_id) == fork
             assert list(handle.list(THREAD)) == [on, fork, *stored[::-1]]
 
+    def test_adds_equal_to_another_write_read_back_as_their_own(
+        self, saver: BaseCheckpointSaver, saver_factory: Callable[[], BaseCheckpointSaver]
+    ) -> None:
+        """Tasks of one step that append items equal but not the same (``1``, ``True`` and
+        ``1.0``; dicts in another key order), and an update's add next to an equal one: each
+        reads back as written, not as the first equal write (a saver that stores an add as a
+        reference to a write must store it so only for the very same items)."""
+        root = make_checkpoint(0, values={"log": ["start"]}, parent_id=None)
+        saver.put(root)
+        first, second = {"x": 1, "y": 2}, {"y": 2, "x": 1}
+        writes = {"a": {"log": [1, first]}, "b": {"log": [True, second]}, "c": {"log": 1.0}}
+        step = make_checkpoint(
+            1,
+            values={"log": ["start", 1, first, True, second, 1.0]},
+            parent_id=root.checkpoint_id,
+            metadata={"source": "loop", "writes": writes},
+            delta={"log": [["add", [1, first]], ["add", [True, second]], ["add", [1.0]]]},
+        )
+        saver.put(step)
+        update = make_checkpoint(
+            2,
+            values={"log": [*step.values["log"], 1, True]},
+            parent_id=step.checkpoint_id,
+            metadata={"source": "update", "update": {"log": [1]}},
+            delta={"log": [["add", [1]], ["add", [True]]]},
+        )
+        saver.put(update)
+        for handle in (saver, saver_factory()):
+            for checkpoint in (step, update):
+                read = handle.get(THREAD, checkpoint.checkpoint_id)
+                assert read is not None
+                # (repr: 1 == True == 1.0, and dicts equal whatever their order)
+                assert repr(read.values["log"]) == repr(checkpoint.values["log"])
+            history = [repr(c.values["log"]) for c in handle.list(THREAD)]
+            assert history[:2] == [repr(update.values["log"]), repr(step.values["log"])]
+
     def test_prune_keeps_what_a_kept_delta_is_read_from(
         self, saver: BaseCheckpointSaver, saver_factory: Callable[[], BaseCheckpointSaver]
     ) -> None:
