@@ -4,10 +4,11 @@ value when a chain's budget is spent, what prune frees, and reads from a cold ca
 from __future__ import annotations
 
 import operator
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from langgraph_celery import (
     END,
@@ -23,7 +24,14 @@ from langgraph_celery import (
     RunnableConfig,
     StateGraph,
 )
-from langgraph_celery.checkpoint import BaseCheckpointSaver, MemorySaver, SqlSaver
+from langgraph_celery.checkpoint import (
+    BaseCheckpointSaver,
+    Checkpoint,
+    Keep,
+    Kept,
+    MemorySaver,
+    SqlSaver,
+)
 from langgraph_celery.checkpoint._delta import BUDGET_FACTOR
 from langgraph_celery.graph.compiled import CompiledGraph
 
@@ -234,3 +242,112 @@ def test_a_read_that_a_concurrent_prune_overtakes_starts_again(tmp_path: Any) ->
         reader.dispose()
         writer.dispose()
     assert pruned and pruned[0] > 0
+
+
+# -- prune and a delta stored meanwhile, in the database's own interleavings ----------------------
+
+
+def _conversation(saver: BaseCheckpointSaver) -> tuple[list[Any], Any]:
+    """A thread of 11 checkpoints (deltas after the first), and a fork of its fourth oldest
+    stored as a delta of it, not yet stored."""
+    app = _talker(saver)
+    app.invoke({"messages": [{"n": "one"}]}, CFG)
+    app.invoke({"messages": [{"n": "two"}]}, CFG)
+    history = list(saver.list("t1"))
+    old = history[-4]
+    added = [{"n": "fork"}]
+    fork = Checkpoint(
+        "t1",
+        "fork",
+        "run-fork",
+        old.step + 1,
+        {**old.values, "messages": [*old.values["messages"], *added]},
+        parent_id=old.checkpoint_id,
+        delta={"messages": [["add", added]]},
+        branch=True,
+    )
+    return history, fork
+
+
+def _pruning(saver: SqlSaver) -> tuple[threading.Thread, list[Any]]:
+    done: list[Any] = []
+    thread = threading.Thread(target=lambda: done.append(saver.prune("t1", keep_last=1)))
+    thread.start()
+    return thread, done
+
+
+def test_a_prune_waits_for_a_delta_being_stored_of_what_it_removes(sql_saver: SqlSaver) -> None:
+    """A fork of an old checkpoint is being inserted (its transaction not committed) when a
+    prune that removes its parent starts: the prune waits for it, then leaves what the fork
+    is read from."""
+    history, fork = _conversation(sql_saver)
+    row, _ = sql_saver._checkpoint_row(fork)
+    assert row["base_id"] is not None  # (stored as a delta)
+    counted = {"preserve_rowcount": True}
+    with sql_saver.engine.connect() as conn:
+        conn.begin()
+        assert conn.execute(sql_saver._sql.put, row, execution_options=counted).rowcount == 1
+        pruning, done = _pruning(sql_saver)
+        pruning.join(timeout=1)
+        assert pruning.is_alive() and not done  # (it waits for the insert's transaction)
+        conn.commit()
+    pruning.join(timeout=60)
+    (result,) = done
+    assert fork.parent_id not in result.deleted
+    assert Kept(fork.parent_id, Keep.NEEDED, "fork") in result.kept
+    cold = SqlSaver(sql_saver.engine, table_prefix=sql_saver.table_prefix)
+    assert cold.get("t1", "fork") == fork
+    assert [c.checkpoint_id for c in cold.list("t1")][:2] == ["fork", history[0].checkpoint_id]
+
+
+def test_a_delta_stored_while_a_prune_removes_its_parent_is_stored_whole(
+    sql_saver: SqlSaver,
+) -> None:
+    """A handle that read an old checkpoint forks it while a prune that removes it is about
+    to (its rows decided, not yet removed): the fork's insert waits for the prune, finds its
+    parent pruned, and the fork is stored whole."""
+    history, fork = _conversation(sql_saver)
+    other = SqlSaver(sql_saver.engine, table_prefix=sql_saver.table_prefix)
+    assert other.get("t1", fork.parent_id) == history[-4]  # (it knows the parent's chain)
+    stored: list[Any] = []
+
+    def fork_before_removing(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "pruned_at=" in statement and not stored:  # (the prune's removal)
+            forking = threading.Thread(target=lambda: stored.append(other.put(fork)))
+            forking.start()
+            forking.join(timeout=1)
+            assert forking.is_alive() and not stored  # (it waits for the prune)
+            stored.append(forking)
+
+    event.listen(sql_saver.engine, "before_cursor_execute", fork_before_removing)
+    try:
+        result = sql_saver.prune("t1", keep_last=1)
+    finally:
+        event.remove(sql_saver.engine, "before_cursor_execute", fork_before_removing)
+    stored[0].join(timeout=60)
+    assert fork.parent_id in result.deleted and stored[1:] == [fork]
+    assert [ref.whole for ref in other.stored_refs("t1")] == [True, True]
+    cold = SqlSaver(sql_saver.engine, table_prefix=sql_saver.table_prefix)
+    assert cold.get("t1", "fork") == fork
+
+
+def test_memory_saver_stores_whole_a_delta_whose_parent_is_pruned_as_it_stores_it() -> None:
+    """A fork encoded as a delta of a checkpoint that a prune removes before the fork is
+    stored: it is stored whole."""
+    saver = MemorySaver()
+    _, fork = _conversation(saver)
+    encode, pruned = saver._incremental.encode, []
+
+    def encode_then_prune(checkpoint: Any, *args: Any, **kwargs: Any) -> Any:
+        encoded = encode(checkpoint, *args, **kwargs)
+        if checkpoint.checkpoint_id == "fork" and not pruned:
+            assert encoded.chain.base_id is not None  # (a delta)
+            pruned.append(saver.prune("t1", keep_last=1))
+        return encoded
+
+    saver._incremental.encode = encode_then_prune  # type: ignore[method-assign]
+    saver.put(fork)
+    assert fork.parent_id in pruned[0].deleted
+    saver._incremental.forget("t1")  # (read from what is stored)
+    assert saver.get("t1", "fork") == fork
+    assert [ref.whole for ref in saver.stored_refs("t1")] == [True, True]

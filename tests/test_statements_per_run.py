@@ -60,17 +60,19 @@ class Counting:
         self.names = {id(v): k for k, v in vars(sql).items() if not isinstance(v, dict | tuple)}
         self.counts: Counter[str] = Counter()
         execute: Callable[[Any, Mapping[str, Any]], Any] = saver._execute
-        transaction: Callable[[Sequence[tuple[Any, Mapping[str, Any]]]], None] = saver._transaction
+        transaction: Callable[[Sequence[tuple[Any, Mapping[str, Any]]]], list[int]] = (
+            saver._transaction
+        )
 
         def counted_execute(statement: Any, params: Mapping[str, Any]) -> Any:
             self.counts[self.names.get(id(statement), "?")] += 1
             return execute(statement, params)
 
-        def counted_transaction(statements: Sequence[tuple[Any, Mapping[str, Any]]]) -> None:
+        def counted_transaction(statements: Sequence[tuple[Any, Mapping[str, Any]]]) -> list[int]:
             self.counts["transactions"] += 1
             for statement, _ in statements:
                 self.counts["tx:" + self.names.get(id(statement), "?")] += 1
-            transaction(statements)
+            return transaction(statements)
 
         saver._execute = counted_execute  # type: ignore[method-assign]
         saver._transaction = counted_transaction  # type: ignore[method-assign]

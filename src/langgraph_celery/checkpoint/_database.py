@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from typing import Any
 
 from sqlalchemy import Engine
@@ -117,16 +117,39 @@ class SqlDatabase:
             result = conn.execute(statement, params, execution_options={"preserve_rowcount": True})
             return result.all() if result.returns_rows else result.rowcount
 
-    def _transaction(self, statements: Sequence[tuple[Any, Mapping[str, Any]]]) -> None:
-        """Run ``statements`` (returning no rows) in one transaction."""
+    @contextmanager
+    def _locking(self) -> Iterator[Any]:
+        """A transaction (a SQLAlchemy connection) that writes after what it reads, with no
+        other writer's commit between: SQLite's starts with the database's write lock (``BEGIN
+        IMMEDIATE``); PostgreSQL's is ``READ COMMITTED``, each statement reading what was
+        committed when it starts, so it locks the rows it writes first, then reads."""
+        self.setup()
+        begin = {
+            "sqlite": "BEGIN IMMEDIATE",
+            "postgresql": "BEGIN ISOLATION LEVEL READ COMMITTED",
+        }.get(self._dialect, "BEGIN")
+        with self._serial(), self._autocommit_engine.connect() as conn:
+            conn.exec_driver_sql(begin)
+            try:
+                yield conn
+            except BaseException:
+                with suppress(Exception):  # (a dead connection rolled back already)
+                    conn.exec_driver_sql("ROLLBACK")
+                raise
+            conn.exec_driver_sql("COMMIT")
+
+    def _transaction(self, statements: Sequence[tuple[Any, Mapping[str, Any]]]) -> list[int]:
+        """Run ``statements`` (returning no rows) in one transaction; their row counts."""
         self.setup()
         direct = self._direct
         if direct is None:
+            counted = {"preserve_rowcount": True}
             with self._begin() as conn:
-                for statement, params in statements:
-                    conn.execute(statement, params)
-            return
-        direct.run_in_transaction(
+                return [
+                    int(conn.execute(statement, params, execution_options=counted).rowcount)
+                    for statement, params in statements
+                ]
+        return direct.run_in_transaction(
             [(self._compile(statement, params), params) for statement, params in statements]
         )
 

@@ -172,9 +172,11 @@ class DirectConnections:
 
     def run_in_transaction(
         self, statements: Sequence[tuple[DirectStatement, Mapping[str, Any]]]
-    ) -> None:
-        """Execute ``statements`` (returning no rows) in one transaction: all or none."""
+    ) -> list[int]:
+        """Execute ``statements`` (returning no rows) in one transaction: all or none.  Their
+        row counts."""
         begin = "BEGIN IMMEDIATE" if self._dialect.name == "sqlite" else "BEGIN"
+        counts: list[int] = []
         with self._connection() as fairy:
             cursor = fairy.dbapi_connection.cursor()  # type: ignore[union-attr]
             statement, parameters = None, None
@@ -183,6 +185,7 @@ class DirectConnections:
                 for statement, params in statements:
                     parameters = statement.parameters(params)
                     cursor.execute(statement.sql, parameters)
+                    counts.append(int(cursor.rowcount))
                 cursor.execute("COMMIT")
             except BaseException as error:
                 with contextlib.suppress(Exception):  # (a dead connection rolled back already)
@@ -192,6 +195,7 @@ class DirectConnections:
                 raise self._translate(error, statement, parameters, fairy, cursor) from error
             finally:
                 cursor.close()
+        return counts
 
     def close(self) -> None:
         """Close the idle connections, through a new pool (those in use close when given

@@ -43,12 +43,17 @@ class Incremental:
         self.cache = ValuesCache()
 
     def encode(
-        self, checkpoint: Checkpoint, parent_chain: Callable[[str], Chain | None]
+        self,
+        checkpoint: Checkpoint,
+        parent_chain: Callable[[str], Chain | None] | None = None,
+        *,
+        whole: bool = False,
     ) -> Encoded:
         """``checkpoint``'s body: its delta when it has one and its parent's chain (from the
-        cache, else ``parent_chain(parent_id)``) has room for it, else its whole state."""
+        cache, else ``parent_chain(parent_id)``) has room for it, else (and ``whole``) its
+        whole state."""
         delta, parent_id = checkpoint.delta, checkpoint.parent_id
-        if delta is not None and parent_id is not None:
+        if delta is not None and parent_id is not None and not whole:
             body = {
                 "delta": encode_ops(delta, checkpoint.metadata, self.serializer.dumps),
                 "tasks": [task.to_data() for task in checkpoint.tasks],
@@ -63,7 +68,9 @@ class Incremental:
                 self.serializer.dumps(checkpoint.values)  # (names the state key at fault)
                 raise
             thread_id = checkpoint.thread_id
-            parent = self.cache.chain(thread_id, parent_id) or parent_chain(parent_id)
+            parent = self.cache.chain(thread_id, parent_id)
+            if parent is None and parent_chain is not None:
+                parent = parent_chain(parent_id)
             chain = next_chain(parent_id, parent, len(text))
             if chain is not None:
                 return Encoded(text, chain)

@@ -15,6 +15,14 @@ their age, what a run or a reader still needs:
   removed is first stored whole again (:meth:`~langgraph_celery.checkpoint.BaseCheckpointSaver.
   make_whole`), so pruning frees the chain before it.
 
+The plan is made from what was stored when prune read it; a run may store checkpoints
+meanwhile, among them a fork or ``update_state`` of an old checkpoint the plan removes, stored
+as a delta of it.  So a saver's removal leaves out, in the same transaction as it removes, every
+checkpoint that a delta not removed is read from (:func:`read_through`), and a saver's ``put``
+of a delta stores it whole instead when its parent is removed meanwhile.  What prune returns
+tells what it removed, and keeps such a checkpoint (``Keep.NEEDED``, read by that delta:
+:class:`Removal`, :func:`settle`).
+
 A kept checkpoint keeps its pending writes (a step's updates and the run's marks); a pruned one
 loses them.  The oldest kept checkpoint's parent may be gone: its snapshot still names it as
 ``parent_config``, and reading that one finds nothing.
@@ -44,8 +52,8 @@ other one the run index does not record as completed).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # (base.py and index.py import this module)
@@ -57,13 +65,16 @@ __all__ = [
     "Keep",
     "Kept",
     "PruneResult",
+    "Removal",
     "StoredRef",
     "check_keep_last",
     "child_prefix",
     "is_child_of",
     "needing_run_inputs",
     "plan_prune",
+    "read_through",
     "run_heads",
+    "settle",
     "unfinished_runs",
 ]
 
@@ -115,7 +126,8 @@ class Kept:
 @dataclass(frozen=True)
 class PruneResult:
     """What :meth:`~langgraph_celery.checkpoint.BaseCheckpointSaver.prune` kept and removed of a
-    thread, newest first (with ``dry_run``, what it would have removed: nothing was)."""
+    thread, newest first (with ``dry_run``, what it would have removed: nothing was).
+    ``deleted`` names only what this prune removed."""
 
     thread_id: str
     kept: tuple[Kept, ...] = ()
@@ -134,6 +146,16 @@ class PruneResult:
             "kept": [kept.to_data() for kept in self.kept],
             "deleted": list(self.deleted),
         }
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What a saver's removal of the checkpoints a prune planned to remove did: those it
+    removed, and those it left because a delta not removed (stored after the plan) is read
+    from them, each with that delta's id (``None``: the saver does not say)."""
+
+    removed: frozenset[str] = frozenset()
+    left: Mapping[str, str | None] = field(default_factory=dict)
 
 
 #: The escape character of :func:`child_prefix`'s LIKE pattern.
@@ -214,6 +236,44 @@ def plan_prune(
     ordered = [kept[ref.checkpoint_id] for ref in stored if ref.checkpoint_id in kept]
     deleted = [ref.checkpoint_id for ref in stored if ref.checkpoint_id not in kept]
     return ordered, deleted
+
+
+def read_through(stored: Sequence[StoredRef], removing: Collection[str]) -> dict[str, str]:
+    """Of ``removing``, the checkpoints a delta that stays (one of ``stored``, the thread's
+    checkpoints not pruned, that is not in ``removing``) is read from: its parents back to the
+    first one stored whole.  Each with the id of such a delta (the newest, for ``stored``
+    newest first)."""
+    by_id = {ref.checkpoint_id: ref for ref in stored}
+    readers: dict[str, str] = {}  # each checkpoint read through, by the delta that reads it
+
+    def parent_of(ref: StoredRef) -> StoredRef | None:
+        return None if ref.parent_id is None else by_id.get(ref.parent_id)
+
+    for ref in stored:
+        if ref.whole or ref.checkpoint_id in removing:
+            continue
+        parent = parent_of(ref)
+        while parent is not None and parent.checkpoint_id not in readers:
+            readers[parent.checkpoint_id] = ref.checkpoint_id
+            parent = None if parent.whole else parent_of(parent)
+    return {
+        checkpoint_id: readers[checkpoint_id]
+        for checkpoint_id in removing
+        if checkpoint_id in readers
+    }
+
+
+def settle(
+    stored: Sequence[StoredRef], kept: Sequence[Kept], deleted: Sequence[str], removal: Removal
+) -> tuple[list[Kept], list[str]]:
+    """What a prune that planned ``kept`` and ``deleted`` of ``stored`` (newest first) kept and
+    removed in the end: what ``removal`` left is kept (``Keep.NEEDED``, with the delta read
+    from it), and only what it removed is removed.  Both newest first."""
+    held = {k.checkpoint_id: k for k in kept}
+    for checkpoint_id, reader in removal.left.items():
+        held.setdefault(checkpoint_id, Kept(checkpoint_id, Keep.NEEDED, reader))
+    ordered = [held[ref.checkpoint_id] for ref in stored if ref.checkpoint_id in held]
+    return ordered, [checkpoint_id for checkpoint_id in deleted if checkpoint_id in removal.removed]
 
 
 def unfinished_runs(

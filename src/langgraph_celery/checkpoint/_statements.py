@@ -16,7 +16,9 @@ from sqlalchemy import (
     Executable,
     Integer,
     String,
+    Text,
     bindparam,
+    cast,
     delete,
     false,
     insert,
@@ -49,6 +51,8 @@ class Statements:
     view_latest: Select[Any]
     view_by_id: Select[Any]
     writes_of: Select[Any]
+    #: Insert a checkpoint's row, unless it is a delta whose parent is pruned or not stored
+    #: (row count 0; the ``put_*`` below too): see :func:`_checkpoint_insert`.
     put: Executable
     #: PostgreSQL: ``put`` that also removes the thread's timer of the run (parameters
     #: ``t_thread_id``, ``t_run_id``), and ``put`` that also sets the thread's timer (``t_*``: its
@@ -99,6 +103,9 @@ class Statements:
     # -- retention ---------------------------------------------------------------------------
     #: The thread's checkpoints (not pruned) as ids, newest first.
     refs: Select[Any]
+    #: Lock the thread's checkpoints ``ids`` (expanding) not pruned, for a prune that then
+    #: reads what is read from them (PostgreSQL: ``FOR UPDATE``; SQLite locks the database).
+    lock_live: Select[Any]
     #: Prune the checkpoints ``ids`` (expanding) of thread ``b_thread_id``: empty body,
     #: ``pruned_at`` set to ``now``; and delete their writes (of thread ``thread_id``).
     prune: Executable
@@ -145,15 +152,14 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
         t.thread_id == thread_id, t.run_id == bindparam("run_id", type_=String)
     )
     w = writes.c
+    put = _checkpoint_insert(tables, dialect)
     put_clearing_timer = put_arming_timer = None
     put_clearing_timer_recording = put_arming_timer_recording = None
     if dialect == "postgresql":
         timer_of_run = (t.thread_id == bindparam("t_thread_id", type_=String)) & (
             t.run_id == bindparam("t_run_id", type_=String)
         )
-        put_clearing_timer = insert(checkpoints).add_cte(
-            delete(timers).where(timer_of_run).cte("cleared")
-        )
+        put_clearing_timer = put.add_cte(delete(timers).where(timer_of_run).cte("cleared"))
         arm = postgresql.insert(timers).values(
             {name: bindparam(f"t_{name}", type_=t[name].type) for name in _TIMER_COLUMNS}
         )
@@ -161,14 +167,12 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
             index_elements=["thread_id"],
             set_={name: getattr(arm.excluded, name) for name in _TIMER_COLUMNS[1:]},
         )
-        put_arming_timer = insert(checkpoints).add_cte(arm.cte("armed"))
+        put_arming_timer = put.add_cte(arm.cte("armed"))
         recorded = _recording_run(tables)
-        put_clearing_timer_recording = insert(checkpoints).add_cte(
+        put_clearing_timer_recording = put.add_cte(
             delete(timers).where(timer_of_run).cte("cleared"), recorded.cte("recorded")
         )
-        put_arming_timer_recording = insert(checkpoints).add_cte(
-            arm.cte("armed"), recorded.cte("recorded")
-        )
+        put_arming_timer_recording = put.add_cte(arm.cte("armed"), recorded.cte("recorded"))
     return Statements(
         latest=latest,
         by_id=by_id,
@@ -178,7 +182,7 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
         writes_of=select(w.task_id, w.node, w.body, w.kind)
         .where(w.thread_id == thread_id, w.checkpoint_id == checkpoint_id)
         .order_by(w.seq, w.task_id),
-        put=insert(checkpoints),
+        put=put,
         put_clearing_timer=put_clearing_timer,
         put_arming_timer=put_arming_timer,
         put_clearing_timer_recording=put_clearing_timer_recording,
@@ -342,6 +346,10 @@ def _retention_statements(tables: Tables) -> dict[str, Any]:
         "refs": select(c.checkpoint_id, c.run_id, c.parent_id, c.base_id)
         .where(c.thread_id == thread_id, c.pruned_at.is_(None))
         .order_by(c.seq.desc()),
+        "lock_live": select(c.seq)
+        .where(c.thread_id == thread_id, c.checkpoint_id.in_(ids), c.pruned_at.is_(None))
+        .order_by(c.seq)
+        .with_for_update(),
         "prune": checkpoints.update()
         .where(
             c.thread_id == bindparam("b_thread_id", type_=String),
@@ -378,6 +386,42 @@ def _retention_statements(tables: Tables) -> dict[str, Any]:
         )
         .values(superseded=True),
     }
+
+
+def _checkpoint_insert(tables: Tables, dialect: str) -> Any:
+    """Insert a checkpoint's row (its columns as parameters, but ``seq`` and ``pruned_at``)
+    unless it is a delta (``base_id`` set) of a parent that is pruned or not stored: then
+    nothing (row count 0), and the saver stores it whole.  A prune of the parent that commits
+    first is seen; on PostgreSQL the check locks the parent's row (``FOR KEY SHARE``) until
+    the insert commits, so a prune that locked it first is waited for and seen, and one that
+    locks it after waits and then finds the delta (see ``SqlSaver._remove_unneeded``)."""
+    checkpoints = tables.checkpoints
+    c = checkpoints.c
+    names = [col.name for col in checkpoints.columns if col.name not in ("seq", "pruned_at")]
+
+    def value(name: str) -> Any:
+        param = bindparam(name, type_=c[name].type)
+        if dialect != "postgresql":
+            return param
+        # (PostgreSQL deduces no type for a parameter in a SELECT list; a string as TEXT:
+        # cast to VARCHAR(255), a longer one would be cut, where storing it refuses it)
+        return cast(param, Text if isinstance(c[name].type, String) else c[name].type)
+
+    parent = checkpoints.alias("parent")
+    stored_parent = (
+        select(parent.c.seq)
+        .where(
+            parent.c.thread_id == value("thread_id"),
+            parent.c.checkpoint_id == value("parent_id"),
+            parent.c.pruned_at.is_(None),
+        )
+        .with_for_update(read=True, key_share=True)
+        .exists()
+    )
+    row = select(*(value(name) for name in names)).where(
+        or_(value("base_id").is_(None), stored_parent)
+    )
+    return insert(checkpoints).from_select(names, row)
 
 
 def _view(tables: Tables, chosen: Select[Any], thread_id: Any) -> Select[Any]:

@@ -41,10 +41,13 @@ from langgraph_celery.checkpoint._records import (
 )
 from langgraph_celery.checkpoint._retention import (
     PruneResult,
+    Removal,
     StoredRef,
     check_keep_last,
     needing_run_inputs,
     plan_prune,
+    read_through,
+    settle,
     unfinished_runs,
 )
 from langgraph_celery.errors import SerializationError
@@ -211,10 +214,12 @@ class BaseCheckpointSaver(abc.ABC):
         and its writes; its ids stay taken (no late writer can store that step again).
 
         Safe while the thread's run is running: what its step reads is kept, and a checkpoint
-        stored meanwhile is never removed.  ``get_state``, history, resume and forks of what is
-        kept work as before; the oldest kept checkpoint's parent may be gone.  With
-        ``dry_run`` nothing is removed.  Returns what was kept (and why) and what was removed,
-        newest first.  ``ValueError`` if ``keep_last`` is below 1.
+        stored meanwhile is never removed, nor what it is read from (a fork of an old
+        checkpoint stored as a delta of it: the result keeps those, ``Keep.NEEDED``).
+        ``get_state``, history, resume and forks of what is kept work as before; the oldest
+        kept checkpoint's parent may be gone.  With ``dry_run`` nothing is removed.  Returns
+        what was kept (and why) and what was removed, newest first.  ``ValueError`` if
+        ``keep_last`` is below 1.
 
         The thread's child threads (``"<thread>/<node>"``) are pruned with it, each keeping
         what its own runs need (a parked child run, which the parked parent resumes); the
@@ -228,7 +233,8 @@ class BaseCheckpointSaver(abc.ABC):
         unfinished = unfinished_runs(self, thread_id, stored, self._recorded_completed(thread_id))
         kept, deleted = plan_prune(stored, keep_last, unfinished)
         if deleted and not dry_run:
-            self._remove_pruned(thread_id, stored, kept, deleted)
+            removal = self._remove_pruned(thread_id, stored, kept, deleted)
+            kept, deleted = settle(stored, kept, deleted, removal)
         for child in self._children_of(thread_id):  # each keeps what its own runs need
             child_stored = self.stored_refs(child)
             recorded = self._recorded_completed(child)
@@ -245,7 +251,7 @@ class BaseCheckpointSaver(abc.ABC):
         stored: Sequence[StoredRef],
         kept: Sequence[Any],
         deleted: Sequence[str],
-    ) -> None:
+    ) -> Removal:
         """Remove ``deleted``, first storing whole each kept delta whose parent goes."""
         gone = set(deleted)
         kept_ids = {k.checkpoint_id for k in kept}
@@ -256,7 +262,23 @@ class BaseCheckpointSaver(abc.ABC):
         ]
         if rewrite:
             self.make_whole(thread_id, rewrite)
-        self.remove_checkpoints(thread_id, deleted)
+        return self._remove_unneeded(thread_id, deleted)
+
+    def _remove_unneeded(self, thread_id: str, checkpoint_ids: Sequence[str]) -> Removal:
+        """:meth:`remove_checkpoints`, saying what it removed and what it left because a delta
+        stored after prune's plan is read from it.  By default: what is no longer stored,
+        unless it removed them all; savers that know override it."""
+        ids = list(dict.fromkeys(checkpoint_ids))
+        if self.remove_checkpoints(thread_id, ids) >= len(ids):
+            return Removal(frozenset(ids))
+        stored = self.stored_refs(thread_id)
+        live = {ref.checkpoint_id for ref in stored}
+        left = [checkpoint_id for checkpoint_id in ids if checkpoint_id in live]
+        readers = read_through(stored, left)
+        return Removal(
+            frozenset(ids) - live,
+            {checkpoint_id: readers.get(checkpoint_id) for checkpoint_id in left},
+        )
 
     def _children_of(self, thread_id: str) -> Sequence[str]:
         """The thread's child threads (``"<thread>/..."``: see ``_retention``), which
@@ -275,7 +297,8 @@ class BaseCheckpointSaver(abc.ABC):
         """For :meth:`prune`: drop the state and the writes of the thread's checkpoints
         ``checkpoint_ids`` (in one transaction where the store has them), keeping their ids,
         runs and steps taken: ``get`` and ``list`` no longer return them, ``put`` refuses them
-        again.  Returns how many were removed (ids unknown or already removed are skipped).
+        again.  Returns how many were removed (ids unknown or already removed are skipped, and
+        so are those a delta not removed is read from: a checkpoint stored meanwhile).
         Savers implement it to support pruning."""
         raise NotImplementedError(_cannot_prune(self, "remove_checkpoints"))
 

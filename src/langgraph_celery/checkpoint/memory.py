@@ -23,7 +23,7 @@ from langgraph_celery.checkpoint._delta import Chain
 from langgraph_celery.checkpoint._incremental import Incremental
 from langgraph_celery.checkpoint._memory_runs import MemoryRuns
 from langgraph_celery.checkpoint._records import as_utc
-from langgraph_celery.checkpoint._retention import StoredRef, is_child_of
+from langgraph_celery.checkpoint._retention import Removal, StoredRef, is_child_of, read_through
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
@@ -108,21 +108,24 @@ class MemorySaver(MemoryRuns, BaseCheckpointSaver, RunIndex):
             checkpoint, lambda parent_id: self._chain(checkpoint.thread_id, parent_id)
         )
         created_at = as_utc(checkpoint.created_at)
-        stored = _Stored(
-            checkpoint_id=checkpoint.checkpoint_id,
-            run_id=checkpoint.run_id,
-            step=checkpoint.step,
-            parent_id=checkpoint.parent_id,
-            created_at=created_at,
-            body=encoded.text,
-            chain=encoded.chain,
-        )
         step_key = (checkpoint.run_id, checkpoint.step)
         successor_of = checkpoint.successor_of
         with self._lock:
             thread = self._threads.get(checkpoint.thread_id)
             if thread is None:
                 thread = self._threads[checkpoint.thread_id] = _Thread()
+            if encoded.chain.base_id is not None and not _is_live(thread, checkpoint.parent_id):
+                # (its parent was pruned after it was encoded: stored whole, needing none)
+                encoded = self._incremental.encode(checkpoint, whole=True)
+            stored = _Stored(
+                checkpoint_id=checkpoint.checkpoint_id,
+                run_id=checkpoint.run_id,
+                step=checkpoint.step,
+                parent_id=checkpoint.parent_id,
+                created_at=created_at,
+                body=encoded.text,
+                chain=encoded.chain,
+            )
             refused = None
             held_by = None
             if checkpoint.checkpoint_id in thread.checkpoints:
@@ -239,10 +242,7 @@ class MemorySaver(MemoryRuns, BaseCheckpointSaver, RunIndex):
         with self._lock:
             thread = self._threads.get(thread_id)
             rows = _live(thread)
-        return [
-            StoredRef(s.checkpoint_id, s.run_id, s.parent_id, whole=s.chain.base_id is None)
-            for s in rows
-        ]
+        return [_ref(stored) for stored in rows]
 
     def make_whole(self, thread_id: str, checkpoint_ids: Sequence[str]) -> None:
         for checkpoint_id in checkpoint_ids:
@@ -262,30 +262,35 @@ class MemorySaver(MemoryRuns, BaseCheckpointSaver, RunIndex):
             self._incremental.forget(thread_id, [checkpoint_id])
 
     def remove_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> int:
+        return len(self._remove_unneeded(thread_id, checkpoint_ids).removed)
+
+    def _remove_unneeded(self, thread_id: str, checkpoint_ids: Sequence[str]) -> Removal:
+        """Under the lock: what a delta not removed is read from stays (a checkpoint stored
+        after prune's plan: a fork of an old one)."""
         with self._lock:
             thread = self._threads.get(thread_id)
             if thread is None:
-                return 0
-            removed = 0
+                return Removal()
+            ids = list(dict.fromkeys(checkpoint_ids))
+            refs = [_ref(stored) for stored in _live(thread)]
+            left = read_through(refs, set(ids))
+            removed: list[str] = []
             runs: set[str] = set()
-            needed = _read_from(thread, set(checkpoint_ids))
-            for checkpoint_id in dict.fromkeys(checkpoint_ids):
-                if checkpoint_id in needed:
-                    continue  # (a delta that stays is read from it: stored meanwhile)
+            for checkpoint_id in ids:
                 stored = thread.checkpoints.get(checkpoint_id)
-                if stored is None or stored.body is None:
+                if checkpoint_id in left or stored is None or stored.body is None:
                     continue
                 # (replacing a key's value keeps its place: storage order is unchanged)
                 thread.checkpoints[checkpoint_id] = dataclasses.replace(stored, body=None)
                 thread.writes.pop(checkpoint_id, None)
                 runs.add(stored.run_id)
-                removed += 1
-            self._incremental.forget(thread_id, checkpoint_ids)
+                removed.append(checkpoint_id)
+            self._incremental.forget(thread_id, removed)
             live = {s.run_id for s in thread.checkpoints.values() if s.body is not None}
             for run_id in runs - live:  # (thread_of_run finds runs by their checkpoints)
                 if self._runs.get(run_id) == thread_id:
                     del self._runs[run_id]
-            return removed
+            return Removal(frozenset(removed), left)
 
     # -- pending writes ----------------------------------------------------------------------
 
@@ -371,21 +376,13 @@ def _live(thread: _Thread | None) -> list[_Stored]:
     return [stored for stored in _newest_first(thread) if stored.body is not None]
 
 
-def _read_from(thread: _Thread, removing: set[str]) -> set[str]:
-    """Of ``removing``, the checkpoints a delta that stays is read from (its parents back to its
-    chain's whole value): a step stored after the prune's plan was made may be one."""
-    needed: set[str] = set()
-    for stored in thread.checkpoints.values():
-        if stored.body is None or stored.chain.base_id is None or stored.checkpoint_id in removing:
-            continue
-        parent_id = stored.parent_id
-        while parent_id is not None and parent_id not in needed:
-            parent = thread.checkpoints.get(parent_id)
-            if parent is None:
-                break
-            if parent_id in removing:
-                needed.add(parent_id)
-            if parent_id == stored.chain.base_id or parent.chain.base_id is None:
-                break
-            parent_id = parent.parent_id
-    return needed
+def _is_live(thread: _Thread, checkpoint_id: str | None) -> bool:
+    """Whether the thread holds ``checkpoint_id``, not pruned."""
+    stored = None if checkpoint_id is None else thread.checkpoints.get(checkpoint_id)
+    return stored is not None and stored.body is not None
+
+
+def _ref(stored: _Stored) -> StoredRef:
+    return StoredRef(
+        stored.checkpoint_id, stored.run_id, stored.parent_id, whole=stored.chain.base_id is None
+    )

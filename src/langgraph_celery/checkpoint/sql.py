@@ -12,7 +12,7 @@ does not connect.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -34,7 +34,13 @@ from langgraph_celery.checkpoint._engines import (  # (SQLITE_BUSY_TIMEOUT: its 
 )
 from langgraph_celery.checkpoint._incremental import Encoded, Incremental
 from langgraph_celery.checkpoint._records import as_utc
-from langgraph_celery.checkpoint._retention import StoredRef, child_prefix, is_child_of
+from langgraph_celery.checkpoint._retention import (
+    Removal,
+    StoredRef,
+    child_prefix,
+    is_child_of,
+    read_through,
+)
 from langgraph_celery.checkpoint._rows import RowReader, reread_if_pruned
 from langgraph_celery.checkpoint._schema import DEFAULT_TABLE_PREFIX, constraint_names
 from langgraph_celery.checkpoint._sql_runs import SqlRuns, run_row
@@ -104,7 +110,9 @@ class SqlSaver(SqlWrites, SqlRuns, BaseCheckpointSaver, RunIndex):
     def put(self, checkpoint: Checkpoint) -> Checkpoint:
         row, encoded = self._checkpoint_row(checkpoint)
         with self._conflicts(checkpoint):
-            self._write(self._sql.put, row)
+            if not self._write(self._sql.put, row):  # (a delta of a parent pruned meanwhile)
+                row, encoded = self._checkpoint_row(checkpoint, whole=True)
+                self._write(self._sql.put, row)
         return self._stored(checkpoint, row, encoded)
 
     def put_with_timer(
@@ -119,6 +127,23 @@ class SqlSaver(SqlWrites, SqlRuns, BaseCheckpointSaver, RunIndex):
         if sql.upsert_timer is None or sql.upsert_run is None:  # (no upsert: calls in turn)
             return super().put_with_timer(checkpoint, timer, run)
         row, encoded = self._checkpoint_row(checkpoint)
+        if not self._put_with(checkpoint, row, timer, run):
+            # (a delta of a parent pruned meanwhile: the timer and record changes are made
+            # again, as they were, with the whole row)
+            row, encoded = self._checkpoint_row(checkpoint, whole=True)
+            self._put_with(checkpoint, row, timer, run)
+        return self._stored(checkpoint, row, encoded)
+
+    def _put_with(
+        self,
+        checkpoint: Checkpoint,
+        row: Mapping[str, Any],
+        timer: Timer | None,
+        run: RunRecord | None,
+    ) -> bool:
+        """Store ``row`` with the timer change and run record (see :meth:`put_with_timer`);
+        whether it was stored (not: a delta whose parent is pruned)."""
+        sql = self._sql
         columns: dict[str, Any]
         if timer is None:
             combined = sql.put_clearing_timer if run is None else sql.put_clearing_timer_recording
@@ -138,21 +163,27 @@ class SqlSaver(SqlWrites, SqlRuns, BaseCheckpointSaver, RunIndex):
                 params = {**row, **{f"t_{k}": v for k, v in columns.items()}}
                 if record is not None:
                     params.update({f"r_{k}": v for k, v in record.items()})
-                self._write(combined, params)
-            else:
-                # the record first (as whoever sees the checkpoint finds it: one transaction)
-                statements = [] if record is None else [(sql.upsert_run, record)]
-                if timer is None:
-                    statements += [(sql.put, row), (sql.clear_timer, columns)]
-                else:
-                    statements += [(sql.upsert_timer, columns), (sql.put, row)]
-                self._transaction(statements)
-        return self._stored(checkpoint, row, encoded)
+                return bool(self._write(combined, params))
+            # the record first (as whoever sees the checkpoint finds it: one transaction)
+            statements: list[tuple[Any, Mapping[str, Any]]] = []
+            if record is not None:
+                statements.append((sql.upsert_run, record))
+            if timer is not None:
+                statements.append((sql.upsert_timer, columns))
+            put_at = len(statements)
+            statements.append((sql.put, row))
+            if timer is None:
+                statements.append((sql.clear_timer, columns))
+            return bool(self._transaction(statements)[put_at])
 
-    def _checkpoint_row(self, checkpoint: Checkpoint) -> tuple[dict[str, Any], Encoded]:
+    def _checkpoint_row(
+        self, checkpoint: Checkpoint, whole: bool = False
+    ) -> tuple[dict[str, Any], Encoded]:
+        """``checkpoint``'s row: a delta of its parent where it may be (see ``_delta.py``), or
+        (and with ``whole``) its whole state."""
         thread_id = checkpoint.thread_id
         encoded = self._incremental.encode(
-            checkpoint, lambda parent_id: self._chain(thread_id, parent_id)
+            checkpoint, lambda parent_id: self._chain(thread_id, parent_id), whole=whole
         )
         row = {
             "thread_id": thread_id,
@@ -295,11 +326,7 @@ class SqlSaver(SqlWrites, SqlRuns, BaseCheckpointSaver, RunIndex):
         return sorted(row.thread_id for row in rows if is_child_of(row.thread_id, thread_id))
 
     def stored_refs(self, thread_id: str) -> Sequence[StoredRef]:
-        rows = self._read(self._sql.refs, {"thread_id": thread_id})
-        return [
-            StoredRef(row.checkpoint_id, row.run_id, row.parent_id, whole=row.base_id is None)
-            for row in rows
-        ]
+        return _refs(self._read(self._sql.refs, {"thread_id": thread_id}))
 
     def make_whole(self, thread_id: str, checkpoint_ids: Sequence[str]) -> None:
         """One statement a checkpoint; the deltas after it still name their old base (a read
@@ -321,17 +348,34 @@ class SqlSaver(SqlWrites, SqlRuns, BaseCheckpointSaver, RunIndex):
             self._incremental.forget(thread_id, [checkpoint_id])
 
     def remove_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> int:
-        """One transaction, a batch of ids per statement."""
-        sql, now, removed = self._sql, datetime.now(UTC), 0
+        return len(self._remove_unneeded(thread_id, checkpoint_ids).removed)
+
+    def _remove_unneeded(self, thread_id: str, checkpoint_ids: Sequence[str]) -> Removal:
+        """One transaction, a batch of ids per statement.  It locks the rows it removes (on
+        SQLite, the database) before it reads what is read from them: a delta stored after
+        prune's plan either committed before (it is read, its chain left) or is stored after
+        (whole: its insert finds the parent pruned; see ``_checkpoint_insert`` in
+        ``_statements.py``)."""
+        sql, now = self._sql, datetime.now(UTC)
         ids = list(dict.fromkeys(checkpoint_ids))
-        with self._begin() as conn:
-            for start in range(0, len(ids), _ID_BATCH):
-                batch = ids[start : start + _ID_BATCH]
-                pruned = {"b_thread_id": thread_id, "ids": batch, "now": now}
-                removed += conn.execute(sql.prune, pruned).rowcount
+        batches = [ids[start : start + _ID_BATCH] for start in range(0, len(ids), _ID_BATCH)]
+        with self._locking() as conn:
+            if self._dialect != "sqlite":  # (SQLite's transaction holds the database)
+                for batch in batches:
+                    conn.execute(sql.lock_live, {"thread_id": thread_id, "ids": batch})
+            refs = _refs(conn.execute(sql.refs, {"thread_id": thread_id}))
+            live = {ref.checkpoint_id for ref in refs}
+            left = read_through(refs, [c for c in ids if c in live])
+            removed = [c for c in ids if c in live and c not in left]
+            for start in range(0, len(removed), _ID_BATCH):
+                batch = removed[start : start + _ID_BATCH]
+                conn.execute(sql.prune, {"b_thread_id": thread_id, "ids": batch, "now": now})
+            gone = [c for c in ids if c not in left]  # (and writes left to pruned ones)
+            for start in range(0, len(gone), _ID_BATCH):
+                batch = gone[start : start + _ID_BATCH]
                 conn.execute(sql.prune_writes, {"thread_id": thread_id, "ids": batch})
-        self._incremental.forget(thread_id, ids)
-        return removed
+        self._incremental.forget(thread_id, removed)
+        return Removal(frozenset(removed), left)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -353,3 +397,11 @@ def _chain_of(row: Any) -> Chain | None:
     if row.budget is None:  # (a row a release before migration 9 stored during an upgrade)
         return None
     return Chain(row.base_id, int(row.budget), int(row.depth or 0))
+
+
+def _refs(rows: Iterable[Any]) -> list[StoredRef]:
+    """Rows of ``refs`` as pruning sees them."""
+    return [
+        StoredRef(row.checkpoint_id, row.run_id, row.parent_id, whole=row.base_id is None)
+        for row in rows
+    ]

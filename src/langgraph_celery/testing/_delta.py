@@ -213,3 +213,73 @@ class DeltaConformance(SaverFixtures):
         )
         saver.put(following)
         assert saver_factory().get(THREAD) == following
+
+    def _fork_of(self, parent: Checkpoint) -> Checkpoint:
+        """A fork of ``parent`` (a new run's first step) that adds one message."""
+        added: Ops = {"messages": [["add", ["forked"]]]}
+        return make_checkpoint(
+            parent.step + 1,
+            run="run-fork",
+            values=apply_delta(parent.values, [added]),
+            parent_id=parent.checkpoint_id,
+            delta=added,
+            branch=True,
+        )
+
+    def test_a_fork_stored_while_prune_runs_keeps_what_it_is_read_from(
+        self, saver: BaseCheckpointSaver, saver_factory: Callable[[], BaseCheckpointSaver]
+    ) -> None:
+        """Another handle forks a checkpoint that prune's plan removes, after the plan was
+        made: the fork reads back, prune removes only what nothing stored is read from, and its
+        result says so (what it says it removed is gone, what it says it kept is there)."""
+        stored = self._thread(saver)
+        fork = self._fork_of(stored[3])
+        plan = saver.stored_refs
+        forked: list[Checkpoint] = []
+
+        def plan_then_fork(thread_id: str) -> Any:
+            refs = plan(thread_id)
+            if thread_id == THREAD and not forked:
+                forked.append(saver_factory().put(fork))
+            return refs
+
+        saver.stored_refs = plan_then_fork  # type: ignore[method-assign]
+        result = saver.prune(THREAD, keep_last=1)
+
+        assert forked and stored[3].checkpoint_id not in result.deleted
+        kept = [k.checkpoint_id for k in result.kept]
+        assert sorted([*kept, *result.deleted]) == sorted(c.checkpoint_id for c in stored)
+        for handle in (saver, saver_factory()):
+            assert handle.get(THREAD, fork.checkpoint_id) == fork
+            assert handle.get(THREAD) == fork
+            for checkpoint in stored:
+                found = handle.get(THREAD, checkpoint.checkpoint_id)
+                assert found == (None if checkpoint.checkpoint_id in result.deleted else checkpoint)
+        # and the fork goes on
+        following = make_checkpoint(
+            fork.step + 1,
+            run="run-fork",
+            values={**fork.values, "count": 42},
+            parent_id=fork.checkpoint_id,
+            delta={"count": [["set", 42]]},
+        )
+        saver_factory().put(following)
+        assert saver_factory().get(THREAD) == following
+
+    def test_a_fork_of_a_checkpoint_another_handle_pruned_reads_back(
+        self, saver: BaseCheckpointSaver, saver_factory: Callable[[], BaseCheckpointSaver]
+    ) -> None:
+        """A handle that read a checkpoint (and may have cached where it stands) forks it after
+        another handle pruned it: the fork is stored so that it reads back."""
+        stored = self._thread(saver)
+        other = saver_factory()
+        assert other.get(THREAD, stored[3].checkpoint_id) == stored[3]
+        assert stored[3].checkpoint_id in saver.prune(THREAD, keep_last=1).deleted
+        fork = self._fork_of(stored[3])
+        other.put(fork)
+        for handle in (saver, other, saver_factory()):
+            assert handle.get(THREAD, fork.checkpoint_id) == fork
+            assert [c.checkpoint_id for c in handle.list(THREAD)] == [
+                fork.checkpoint_id,
+                stored[-1].checkpoint_id,
+            ]
