@@ -186,6 +186,18 @@ def test_a_saver_without_pruning_says_what_to_implement_and_still_deletes_thread
     assert saver.list("thread-1") == []
 
 
+@pytest.mark.parametrize("thread_id", [None, "", "t" * 256])
+def test_a_saver_of_its_own_refuses_what_cannot_be_a_thread_id(thread_id: Any) -> None:
+    """The base class checks the thread id of every saver's ``release`` (and
+    ``delete_thread``, ``prune``), its own or not, before the saver's code runs."""
+    saver = _StoresOnly()
+    chain(saver, "ab").invoke({}, CFG)
+    for call in (saver.release, saver.delete_thread):
+        with pytest.raises(ValueError, match="thread_id"):
+            call(thread_id)
+    assert len(saver.list("thread-1")) == 3
+
+
 # -- on Celery ------------------------------------------------------------------------------------
 
 #: Executions of each node of each step, by thread: a node run twice shows as 2.

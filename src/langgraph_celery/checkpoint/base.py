@@ -25,6 +25,7 @@ Retention: :meth:`BaseCheckpointSaver.delete_thread` removes a thread, and
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -51,6 +52,7 @@ from langgraph_celery.checkpoint._retention import (
     unfinished_runs,
 )
 from langgraph_celery.errors import SerializationError
+from langgraph_celery.graph.config import require_id
 from langgraph_celery.serde import JsonSerializer, Serializer
 
 if TYPE_CHECKING:
@@ -83,6 +85,26 @@ def _placeholder(method: _F) -> _F:
     return method
 
 
+#: The methods that take a thread id first and may remove what is stored of it: every saver's
+#: own are wrapped to refuse a thread id that cannot be one (see ``__init_subclass__``).
+_THREAD_METHODS = ("release", "delete_thread", "prune")
+
+
+def _checking_thread_id(method: _F) -> _F:
+    """``method`` (whose first argument is a thread id), refusing with ``ValueError`` a thread
+    id that is not a non-empty string of at most 255 characters (``require_id``)."""
+    if getattr(method, "_checks_thread_id", False):
+        return method
+
+    @functools.wraps(method)
+    def checked(self: Any, thread_id: Any, *args: Any, **kwargs: Any) -> Any:
+        require_id("thread_id", thread_id)
+        return method(self, thread_id, *args, **kwargs)
+
+    checked._checks_thread_id = True  # type: ignore[attr-defined]
+    return checked  # type: ignore[return-value]
+
+
 class BaseCheckpointSaver(abc.ABC):
     """Stores checkpoints and pending writes of threads.  Implementations must be thread-safe.
 
@@ -98,6 +120,16 @@ class BaseCheckpointSaver(abc.ABC):
     #: False for savers whose data lives in this process only (Celery workers elsewhere
     #: cannot see it).
     shared_across_processes: bool = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A saver's own ``release``, ``delete_thread`` and ``prune`` refuse a thread id that
+        cannot be one (not a string, empty, longer than 255 characters) with ``ValueError``,
+        before they touch the store: one rule for every saver."""
+        super().__init_subclass__(**kwargs)
+        for name in _THREAD_METHODS:
+            method = cls.__dict__.get(name)
+            if callable(method):
+                setattr(cls, name, _checking_thread_id(method))
 
     def __init__(self, serializer: Serializer | None = None) -> None:
         self.serializer: Serializer = serializer if serializer is not None else JsonSerializer()
@@ -191,6 +223,7 @@ class BaseCheckpointSaver(abc.ABC):
 
     # -- retention -----------------------------------------------------------------------------
 
+    @_checking_thread_id
     def delete_thread(self, thread_id: str) -> int:
         """Delete everything the saver keeps of the thread and of its child threads (those
         of its compiled subgraphs' child runs, ``"<thread>/<node>"``): their checkpoints (and
@@ -206,6 +239,7 @@ class BaseCheckpointSaver(abc.ABC):
         """
         return len(self.release(thread_id))
 
+    @_checking_thread_id
     def prune(self, thread_id: str, *, keep_last: int, dry_run: bool = False) -> PruneResult:
         """Remove the thread's checkpoints but the ``keep_last`` newest and what its runs still
         need: the latest checkpoint of every run that is not completed (running, parked,
@@ -219,7 +253,8 @@ class BaseCheckpointSaver(abc.ABC):
         ``get_state``, history, resume and forks of what is kept work as before; the oldest
         kept checkpoint's parent may be gone.  With ``dry_run`` nothing is removed.  Returns
         what was kept (and why) and what was removed, newest first.  ``ValueError`` if
-        ``keep_last`` is below 1.
+        ``keep_last`` is below 1, or ``thread_id`` is not a non-empty string of at most 255
+        characters (as for :meth:`delete_thread` and :meth:`release`).
 
         The thread's child threads (``"<thread>/<node>"``) are pruned with it, each keeping
         what its own runs need (a parked child run, which the parked parent resumes); the

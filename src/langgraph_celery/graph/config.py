@@ -24,6 +24,7 @@ __all__ = [
     "RunnableConfig",
     "Sink",
     "check_id",
+    "require_id",
 ]
 
 #: Where the outputs a run streams while a node runs go (``config.emit``, a streaming node's
@@ -53,6 +54,17 @@ def check_id(what: str, value: str) -> str | None:
             f"characters (the checkpoint store's id columns): {value[:40]!r}..."
         )
     return None
+
+
+def require_id(what: str, value: object) -> str:
+    """``value``, if it can be a ``what`` id: a non-empty string of at most
+    :data:`MAX_ID_LENGTH` characters; else ``ValueError`` saying why."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+    too_long = check_id(what, value)
+    if too_long:
+        raise ValueError(too_long)
+    return value
 
 
 def _check_limit(name: str, value: int | None) -> None:
@@ -93,11 +105,8 @@ class CompileConfig:
         )
         object.__setattr__(self, "interrupt_after", _names("interrupt_after", self.interrupt_after))
         _check_limit("recursion_limit", self.recursion_limit)
-        if self.graph_id is not None and (not isinstance(self.graph_id, str) or not self.graph_id):
-            raise ValueError(f"graph_id must be a non-empty string, got {self.graph_id!r}")
-        too_long = self.graph_id is not None and check_id("graph_id", self.graph_id)
-        if too_long:
-            raise ValueError(too_long)
+        if self.graph_id is not None:
+            require_id("graph_id", self.graph_id)
 
 
 def _check_metadata_key(key: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -237,6 +238,29 @@ class PruneConformance(SaverFixtures):
         with pytest.raises(ValueError, match="delete_thread"):
             saver.prune("t1", keep_last=keep_last)
         assert _ids(saver.list("t1")) == ["c0"]
+
+    @pytest.mark.parametrize("thread_id", [123, None, b"t1", "", "t" * 256])
+    def test_retention_refuses_what_cannot_be_a_thread_id(
+        self, saver: BaseCheckpointSaver, thread_id: Any
+    ) -> None:
+        """``prune``, ``delete_thread`` and ``release`` refuse a thread id that is not a
+        non-empty string of at most 255 characters, and touch nothing (``""`` would name
+        every thread starting with ``"/"`` as its child threads)."""
+        _chain(saver, "t1", [("c0", "r1", False)])
+        _chain(saver, "/t1", [("c0", "r2", False)])
+        calls: dict[str, Callable[[], object]] = {
+            "prune": lambda: saver.prune(thread_id, keep_last=1),
+            "delete_thread": lambda: saver.delete_thread(thread_id),
+            "release": lambda: saver.release(thread_id),
+        }
+        for name, call in calls.items():
+            with pytest.raises(ValueError, match="thread_id"):
+                call()
+                pytest.fail(f"{name}({thread_id!r}) was not refused")
+        assert _ids(saver.list("t1")) == ["c0"] and _ids(saver.list("/t1")) == ["c0"]
+        longest = "t" * 255  # (the longest there may be)
+        assert saver.delete_thread(longest) == 0 and list(saver.release(longest)) == []
+        assert saver.prune(longest, keep_last=1).deleted == ()
 
     def test_pruning_an_unknown_thread_does_nothing(self, saver: BaseCheckpointSaver) -> None:
         result = saver.prune("nobody", keep_last=3)
