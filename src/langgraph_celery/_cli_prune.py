@@ -181,4 +181,6 @@ def _why(kept: Kept) -> str:
         return f"{kept.checkpoint_id} (latest of a {kept.detail} run)"
     if kept.reason is Keep.PARENT:
         return f"{kept.checkpoint_id} (parent of {kept.detail})"
+    if kept.detail is None:  # (a saver of another kind, not naming the reader)
+        return f"{kept.checkpoint_id} (another checkpoint is read from it)"
     return f"{kept.checkpoint_id} (read by {kept.detail})"
