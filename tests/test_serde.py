@@ -384,6 +384,59 @@ def test_reference_cycle_is_a_serialization_error() -> None:
         JsonSerializer().dumps(cyclic)
 
 
+_HUGE = 10**5000  # past Python's int-to-str limit (4300 digits): no JSON text holds it
+
+
+@pytest.mark.parametrize(
+    ("state", "path"),
+    [
+        ({"x": _HUGE}, "x"),
+        ({"ok": 1, "x": {"y": [1, (2, _HUGE)]}}, "x.y[1][1]"),
+        ({"x": {3: {"z": _HUGE}}}, "x[3].z"),
+        ({"x": {_HUGE: 1}}, "x"),  # a key: the path stays at its dict
+        ({"x": {(1, _HUGE): 1}}, "x"),
+        ({"x": {_HUGE}}, "x{...}"),
+        ({"x": Point(1, _HUGE)}, "x.y"),
+        ({"x": Level.LOW, "y": [Color.RED, _HUGE]}, "y[1]"),
+    ],
+)
+def test_an_int_past_the_int_to_str_limit_names_key_path(state: dict[str, Any], path: str) -> None:
+    """The JSON text encoder refuses such an int with a ValueError: it is a SerializationError
+    naming the key, as a type outside the allowlist is (so that a run storing it fails)."""
+    with pytest.raises(SerializationError) as info:
+        full().dumps(state)
+    message = str(info.value)
+    key = path.split(".")[0].split("[")[0].split("{")[0]
+    assert message.startswith(f"cannot serialize state key {key!r} (at {path}): ")
+    assert f"an int of more than {sys.get_int_max_str_digits()} digits" in message
+    assert "store it as text, e.g. hex(n)" in message
+    assert int(full().loads(full().dumps({"x": hex(_HUGE)}))["x"], 16) == _HUGE
+
+
+def test_an_int_past_the_limit_outside_a_mapping() -> None:
+    with pytest.raises(SerializationError, match=r"cannot serialize value \(at \[1\]\): an int"):
+        JsonSerializer().dumps([1, _HUGE])
+    with pytest.raises(SerializationError, match=r"cannot serialize value \(at <root>\): an int"):
+        JsonSerializer().dumps(_HUGE)
+
+
+def test_nesting_the_json_text_encoder_refuses_names_the_state_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nesting deeper than the C encoder's recursion limit (which Python 3.12 keeps apart from
+    sys.getrecursionlimit(), so the walk over the value can pass it) is a SerializationError."""
+    deep: list[Any] = []
+    for _ in range(sys.getrecursionlimit() * 50):
+        deep = [deep]
+    s = JsonSerializer()
+    monkeypatch.setattr(s, "to_jsonable", lambda obj: {"ok": 1, "deep": deep})
+    with pytest.raises(SerializationError) as info:
+        s.dumps({})
+    assert str(info.value) == (
+        "cannot serialize state key 'deep' (at deep): it is nested too deeply to be written as JSON"
+    )
+
+
 # -- refusals on decode ----------------------------------------------------------------------
 
 

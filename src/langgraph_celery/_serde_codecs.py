@@ -4,7 +4,8 @@
   and ``_LEAF_DECODERS`` (by kind), with their helpers (``_need``, ``_pair``...);
 * the JSON text encoders ``dumps`` uses, and ``loads``' refusal of ``NaN``/``Infinity``;
 * ``_Fail``, which carries a failure up while its key path is collected, and ``_render_path`` and
-  ``_type_name``, which the error messages use.
+  ``_type_name``, which the error messages use; ``_refused_path``, which finds what the JSON text
+  encoder refuses (an ``int`` past Python's int-to-str limit) in an encoded structure.
 
 The format itself, the allowlist and the registries of library built-ins are described and kept
 in :mod:`langgraph_celery.serde`.
@@ -48,7 +49,10 @@ def _render_path(path: list[object]) -> str:
         elif type(seg) is str and seg.isidentifier():
             parts.append("." + seg)
         else:
-            parts.append(f"[{reprlib.repr(seg)}]")
+            try:
+                parts.append(f"[{reprlib.repr(seg)}]")
+            except ValueError:  # (an int key past the int-to-str limit)
+                parts.append(f"[<{_type_name(type(seg))}>]")
     return "".join(parts).removeprefix(".")
 
 
@@ -142,3 +146,61 @@ _ASCII_ENCODER = json.JSONEncoder(
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+_NO_SEGMENT = object()  # a level of the encoded structure that is not one of the value's
+_KEY = object()  # a dict key's own encoding
+
+
+def _encoded_children(x: Any) -> Any:
+    """``(segment, child)`` for each child of ``x`` (a ``to_jsonable`` structure), with the
+    segments of the value it encodes: a tagged dict's payload is no level of its own."""
+    if type(x) is list:
+        return enumerate(x)
+    if type(x) is not dict:
+        return ()
+    if _TAG not in x:
+        return x.items()
+    kind, v = x[_TAG], x.get("v")
+    if kind in ("set", "frozenset") and type(v) is list:
+        return ((_SET_ITEM, item) for item in v)
+    if kind == "dict" and type(v) is list:
+        # a pair's key first (it can be what is refused), then its value under that key
+        return (
+            child
+            for pair in v
+            if type(pair) is list and len(pair) == 2
+            for child in ((_KEY, pair[0]), (pair[0], pair[1]))
+        )
+    if kind in ("model", "dataclass") and type(v) is dict:
+        return v.items()
+    if kind == "tuple" and type(v) is list:
+        return enumerate(v)
+    return ((_NO_SEGMENT, v),)
+
+
+def _refused_path(data: Any, encode: Callable[[Any], Any], depth: int) -> tuple[list[object], Any]:
+    """The key path (outermost first, at most ``depth`` levels) to the innermost part of
+    ``data`` (a ``to_jsonable`` structure that ``encode`` refuses) that ``encode`` refuses too,
+    and that part; in a dict key the path stays at the dict.  Only for an error message: each
+    level encodes its children again."""
+    path: list[object] = []
+    node, in_key = data, False
+    while len(path) < depth:
+        found = next(((seg, c) for seg, c in _encoded_children(node) if _refuses(encode, c)), None)
+        if found is None:
+            break
+        segment, node = found
+        if segment is _KEY:
+            in_key = True
+        elif not in_key and segment is not _NO_SEGMENT:
+            path.append(segment)
+    return path, node
+
+
+def _refuses(encode: Callable[[Any], Any], value: Any) -> bool:
+    try:
+        encode(value)
+    except (ValueError, OverflowError, RecursionError):
+        return True
+    return False

@@ -17,6 +17,10 @@ compatible structures (for Celery messages).  ``None``, ``bool``, ``int``, ``flo
   with ``model_validate`` (so an Enum member inside a dump must be registered too);
 * ``const``: no payload; ``"t"`` names a library constant, decoded to that very object.
 
+An ``int`` of more digits than Python converts to text (``sys.get_int_max_str_digits()``, 4,300
+by default, which a reading process applies too) is refused, as is nesting deeper than the JSON
+text encoder goes; the error names the key path.
+
 Types are exact: subclasses of built-in types (``numpy.float64``, ``OrderedDict``...) are refused
 rather than silently turned into their base.  Enum, dataclass and pydantic classes must be
 registered under ``f"{cls.__module__}.{cls.__qualname__}"``; a tag naming anything else is
@@ -45,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import sys
 from collections.abc import Iterable
 from enum import Enum
 from math import isfinite
@@ -61,6 +66,7 @@ from langgraph_celery._serde_codecs import (
     _TAG,
     _Fail,
     _need,
+    _refused_path,
     _reject_constant,
     _render_path,
     _type_name,
@@ -72,6 +78,7 @@ __all__ = ["JsonSerializer", "Serializer"]
 _T = TypeVar("_T", bound=type)
 _SCALARS = frozenset({str, int, bool, type(None)})
 _MISSING = object()
+_PATH_DEPTH = 64  # how deep an error message follows a value the JSON text encoder refuses
 _STATE_MODULE = "langgraph_celery.graph.state"
 _REGISTER_HINT = (
     "; register the class with JsonSerializer(types=[...]) / serializer.register(...) before"
@@ -159,7 +166,10 @@ class JsonSerializer:
 
     def dumps(self, obj: Any) -> str:
         data = self.to_jsonable(obj)
-        text: str = _ENCODER.encode(data)
+        try:
+            text: str = _ENCODER.encode(data)
+        except (ValueError, OverflowError, RecursionError) as exc:
+            raise self._text_error(data, exc) from None
         if not text.isascii():
             try:
                 text.encode("utf-8")
@@ -315,6 +325,28 @@ class JsonSerializer:
         return SerializationError(
             f"cannot serialize {subject} (at {_render_path(path) or '<root>'}): type "
             f"{_type_name(t)} is not in the JSON allowlist; {hint}"
+        )
+
+    @staticmethod
+    def _text_error(data: Any, exc: Exception) -> SerializationError:
+        """What the JSON text encoder refused in ``data`` (``to_jsonable``'s result), named
+        as the allowlist's refusals are: an ``int`` of more digits than Python converts to
+        text (``sys.get_int_max_str_digits()``), or nesting deeper than it can encode."""
+        deep = isinstance(exc, RecursionError)
+        path, part = _refused_path(data, _ENCODER.encode, 1 if deep else _PATH_DEPTH)
+        subject = f"state key {path[0]!r}" if type(data) is dict and path else "value"
+        if deep:
+            problem = "it is nested too deeply to be written as JSON"
+        elif type(part) is int:
+            problem = (
+                f"an int of more than {sys.get_int_max_str_digits()} digits cannot be written "
+                "as JSON text (Python's int-to-str limit, which the reading process applies "
+                "too); store it as text, e.g. hex(n)"
+            )
+        else:
+            problem = f"it cannot be written as JSON ({type(exc).__name__}: {exc})"
+        return SerializationError(
+            f"cannot serialize {subject} (at {_render_path(path) or '<root>'}): {problem}"
         )
 
     # -- decoding ------------------------------------------------------------------------------

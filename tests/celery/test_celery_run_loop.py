@@ -220,6 +220,9 @@ def test_a_thread_parked_by_one_graph_is_refused_to_another_and_stays_resumable(
         ("unserializable", False, False, SerializationError),
         ("unserializable", True, False, SerializationError),
         ("unserializable", False, True, SerializationError),
+        ("huge_int", False, False, SerializationError),
+        ("huge_int", True, False, SerializationError),
+        ("huge_int", False, True, SerializationError),
         ("refused", False, False, InvalidUpdateError),
         ("refused", True, False, InvalidUpdateError),
         ("refused", False, True, InvalidUpdateError),
@@ -244,12 +247,27 @@ def test_an_update_the_store_or_a_reducer_refuses_fails_the_run_at_once(
     handle = graph.start({"thread": thread, "mode": mode, "fan": fan, "then": then}, config)
     with pytest.raises(error) as caught:
         handle.wait(timeout=20)
-    assert ("'blob'" if mode == "unserializable" else "no poison here") in str(caught.value)
+    assert ("no poison here" if mode == "refused" else "'blob'") in str(caught.value)
     assert handle.status() == "failed"
     assert int(redis_client.get(f"calls:{thread}:p")) == 1
     assert redis_client.get(f"calls:{thread}:r") is None
     # the failed step stays for a resume, whose update fixes the cause this time
     assert celery_stack.saver.get(thread).next == (("p", "q") if fan else ("p",))
+
+
+def test_a_client_value_past_the_int_to_str_limit_is_a_serialization_error(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    """An input or an update_state the JSON text cannot hold is refused as a value outside the
+    allowlist is, before anything is stored: the thread stays usable."""
+    graph = celery_stack.graph("poison")
+    config = RunnableConfig(thread_id=thread)
+    with pytest.raises(SerializationError, match=r"state key 'blob' \(at blob\): an int of more"):
+        graph.start({"thread": thread, "blob": 10**5000}, config)
+    assert graph.invoke({"thread": thread}, config, timeout=20).data["log"] == ["p"]
+    with pytest.raises(SerializationError, match=r"key 'blob' \(at blob\[0\]\): an int of more"):
+        graph.update_state(config, {"blob": [10**5000]})
+    assert graph.invoke({"thread": thread}, config, timeout=20).data["log"] == ["p", "p"]
 
 
 def test_a_node_whose_process_dies_every_time_fails_the_run_after_three_deliveries(

@@ -454,7 +454,8 @@ def _picky(old: Any, new: Any) -> Any:
 def poison() -> StateGraph:
     """START -> p -> END (with ``fan``, START -> p and q -> END; with ``then``, p goes on to
     r -> END): ``p`` returns what ``mode`` asks: ``unserializable`` an object no serializer
-    takes, ``refused`` a value the reducer of ``checked`` raises on, else a good update.  Each
+    takes, ``huge_int`` an int past Python's int-to-str limit (no JSON text holds it),
+    ``refused`` a value the reducer of ``checked`` raises on, else a good update.  Each
     node counts its calls in Redis."""
     graph = StateGraph(
         {"log": Channels.appender(), "checked": Channel(reducer=_picky), "blob": Channel()}
@@ -475,6 +476,8 @@ def poison() -> StateGraph:
         mode = state.value("mode")
         if mode == "unserializable":
             return {"blob": object()}
+        if mode == "huge_int":
+            return {"blob": 10**5000}
         if mode == "refused":
             return {"checked": "poison"}
         return {"log": ["p"]}
