@@ -45,14 +45,35 @@ def test_the_switches_are_keyword_only() -> None:
         CeleryExecutor(app, None, 30.0, 120.0, None, None, False)  # type: ignore[misc]
 
 
+#: Task messages that raise out of Celery's consumer, each with what the guard logs of it:
+#: (body, headers over a good message's, the reason logged).
+_STOPPING = {
+    # a body of two values, not [args, kwargs, embed]
+    "body": ([1, 2], {}, "task message body must be [args, kwargs, embed], got list"),
+    # a task name Celery cannot look up (unhashable), before any strategy runs
+    "task-list": ([[1, 1], {}, {}], {"task": ["guard.add"]}, "task must be a str, got list"),
+    "task-dict": ([[1, 1], {}, {}], {"task": {"a": 1}}, "task must be a str, got dict"),
+    # stamped headers the request iterates, and looks up, before it runs the task
+    "stamped-int": ([[1, 1], {}, {}], {"stamped_headers": 5}, "stamped_headers must be a list"),
+    "stamped-lists": (
+        [[1, 1], {}, {}],
+        {"stamped_headers": [["x"]], "stamps": {}},
+        "stamped_headers must be a list of names",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_STOPPING))
 @pytest.mark.parametrize("guarded", [True, False], ids=["guarded", "guard-off"])
 def test_a_message_celery_cannot_read_stops_a_worker_only_without_the_guard(
-    celery_redis_url: str, tmp_path: Path, guarded: bool
+    celery_redis_url: str, tmp_path: Path, guarded: bool, case: str
 ) -> None:
-    """A task message whose body is a list of two values, not ``[args, kwargs, embed]``,
-    raises out of Celery's consumer: without the guard the worker stops ("Unrecoverable
-    error"), and the message, redelivered, would stop the next one; with it the message is
-    rejected and logged, and the worker serves on."""
+    """A task message Celery's consumer cannot read (a body that is a list of two values, not
+    ``[args, kwargs, embed]``; a ``task`` header that is a list or a mapping; a
+    ``stamped_headers`` that is not a list of names) raises out of it: without the guard the
+    worker stops ("Unrecoverable error"), and the message, redelivered, would stop the next
+    one; with it the message is rejected and logged, and the worker serves on."""
+    body, headers, reason = _STOPPING[case]
     queue = f"guard-{uuid.uuid4().hex[:8]}"
     env = app_env(
         APPS_DIR, {"GUARD_BROKER_URL": celery_redis_url, "GUARD_OFF": "0" if guarded else "1"}
@@ -64,19 +85,17 @@ def test_a_message_celery_cannot_read_stops_a_worker_only_without_the_guard(
         target = Queue(queue, Exchange(queue), routing_key=queue)
         with client.producer_or_acquire() as producer:
             producer.publish(
-                json.dumps([1, 2]).encode(),
+                json.dumps(body).encode(),
                 exchange=target.exchange,
                 routing_key=target.routing_key,
                 declare=[target],
                 content_type="application/json",
                 content_encoding="utf-8",
-                headers={"lang": "py", "task": "guard.add", "id": str(uuid.uuid4())},
+                headers={"lang": "py", "task": "guard.add", "id": str(uuid.uuid4()), **headers},
             )
         if guarded:
-            worker.wait_for_log(
-                "Received invalid task message: task message body must be [args, kwargs, embed], "
-                "got list"
-            )
+            worker.wait_for_log("Received invalid task message: ")
+            assert reason in worker.log()
             assert client.send_task("guard.add", (2, 1), queue=queue).get(timeout=30) == 3
             assert worker.alive()
             assert "Unrecoverable error" not in worker.log()
@@ -86,6 +105,41 @@ def test_a_message_celery_cannot_read_stops_a_worker_only_without_the_guard(
     finally:
         worker.kill()  # what it did is in its log already
         client.close()
+
+
+def _message(headers: dict[str, Any], body: Any = None) -> Any:
+    """A protocol-2 task message as the consumer hands it to a strategy."""
+    from types import SimpleNamespace
+
+    good = {"lang": "py", "task": "t", "id": "an-id", "timelimit": [None, None], "retries": 0}
+    return SimpleNamespace(headers={**good, **headers}, payload=body or [[], {}, {}])
+
+
+@pytest.mark.parametrize(
+    ("headers", "reason"),
+    [
+        ({"task": ["t"]}, None),  # (refused before: the consumer cannot look it up)
+        ({"stamped_headers": 5}, "stamped_headers must be a list of names"),
+        ({"stamped_headers": "abc"}, "stamped_headers must be a list of names"),
+        ({"stamped_headers": [1]}, "stamped_headers must be a list of names"),
+        ({"stamped_headers": ["x"], "stamps": [1]}, "stamps must be a mapping"),
+        ({"stamped_headers": ["x"], "stamps": {"x": 1}}, None),
+        ({"stamped_headers": None, "stamps": None}, None),
+        ({"shadow": ["a"]}, "shadow must be a name"),
+        ({"shadow": "another name"}, None),
+        ({"timelimit": [1, "a"]}, "timelimit must hold numbers"),
+    ],
+)
+def test_check_task_message(headers: dict[str, Any], reason: str | None) -> None:
+    from celery.exceptions import InvalidTaskError
+
+    from langgraph_celery.worker.guard import check_task_message
+
+    if reason is None:
+        check_task_message(_message(headers), None)
+    else:
+        with pytest.raises(InvalidTaskError, match=reason):
+            check_task_message(_message(headers), None)
 
 
 def _noop() -> None:
