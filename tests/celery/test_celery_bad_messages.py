@@ -16,6 +16,7 @@ from celery_support import CeleryStack, wait_until
 from langgraph_celery import CompileConfig, GraphDefinitionError, RunnableConfig
 from langgraph_celery.celery import CeleryExecutor
 from langgraph_celery.checkpoint import MemorySaver, SqlSaver
+from langgraph_celery.worker.envelope import TaskEnvelope
 from langgraph_celery.worker.names import RESUME_TASK, celery_task_id, node_task_name
 from services import REDIS_TEST_DB
 
@@ -136,6 +137,46 @@ def test_bad_messages_are_rejected_logged_and_never_executed(
     # nothing was executed and crashed, nothing brought the worker down
     assert "raised unexpected" not in celery_stack.worker_logs()
     assert ": CRITICAL/" not in celery_stack.worker_logs()
+
+
+def test_a_node_message_sets_neither_the_nodes_time_limit_nor_its_attempts(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    """SPEC §8: a worker takes a node's limits from its task (the node's timeout, none here),
+    never from the message.  A copy of a running step's message whose Celery ``timelimit``
+    would stop the node after 1 s (failing the run past its "hard time limit"), or whose
+    ``retries`` is negative (retries with no delay and no end), is refused and logged by the
+    worker's guard; the run completes, its node started once."""
+    graph = celery_stack.graph("slow")
+    redis_client.set(f"hold:{thread}:a", 1)
+    handle = graph.start({"thread": thread}, RunnableConfig(thread_id=thread))
+    wait_until(lambda: redis_client.get(f"started:{thread}:a"), 20, 0.02, "a to start")
+    checkpoint = celery_stack.saver.get(thread)
+    assert checkpoint is not None
+    envelope = TaskEnvelope(
+        graph_id="slow",
+        thread_id=thread,
+        run_id=checkpoint.run_id,
+        step=checkpoint.step,
+        checkpoint_id=checkpoint.checkpoint_id,
+        node="a",
+        task_id=checkpoint.tasks[0].id,
+    ).to_message()
+    name = node_task_name("slow", "a")
+    refusals = (
+        ({"time_limit": 1, "soft_time_limit": 0.5}, "timelimit [1, 0.5] is not its task's own"),
+        ({"soft_time_limit": 3600}, "timelimit [None, 3600] is not its task's own [None, None]"),
+        ({"retries": -1}, "task message retries must be a count from 0, got -1"),
+    )
+    for options, reason in refusals:
+        celery_stack.app.send_task(name, kwargs=envelope, **options)
+        wait_until(lambda r=reason: records(celery_stack, r, "ERROR"), 15, 0.05, reason)
+    redis_client.delete(f"hold:{thread}:a")
+    assert handle.wait(timeout=30).as_state_data()["log"] == ["a", "b", "c"]
+    for _, reason in refusals:
+        logged_once(celery_stack, reason)
+    assert int(redis_client.get(f"started:{thread}:a")) == 1
+    assert handle.status() == "completed"
 
 
 def test_compile_refuses_a_celery_graph_without_id_or_with_a_process_local_saver(

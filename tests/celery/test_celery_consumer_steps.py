@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,8 @@ def _message(headers: dict[str, Any], body: Any = None) -> Any:
         ({"shadow": ["a"]}, "shadow must be a name"),
         ({"shadow": "another name"}, None),
         ({"timelimit": [1, "a"]}, "timelimit must hold numbers"),
+        ({"timelimit": [30, 5]}, None),  # (any task but a node task sets its own)
+        ({"retries": -1}, None),
     ],
 )
 def test_check_task_message(headers: dict[str, Any], reason: str | None) -> None:
@@ -140,6 +143,39 @@ def test_check_task_message(headers: dict[str, Any], reason: str | None) -> None
     else:
         with pytest.raises(InvalidTaskError, match=reason):
             check_task_message(_message(headers), None)
+
+
+@pytest.mark.parametrize(
+    ("own", "headers", "reason"),
+    [
+        ((None, None), {}, None),
+        ((None, None), {"timelimit": None, "retries": None}, None),
+        ((None, None), {"timelimit": [1.0, 0.5]}, "timelimit [1.0, 0.5] is not its task's own"),
+        ((None, None), {"timelimit": [1.0, None]}, "is not its task's own [None, None]"),
+        ((2.5, 0.5), {"timelimit": [2.5, 0.5], "retries": 3}, None),
+        ((2.5, 0.5), {"timelimit": [None, None]}, None),
+        ((2.5, 0.5), {"timelimit": [None, 30]}, "never from a message"),
+        ((2.5, 0.5), {"timelimit": [3000, 3000]}, "never from a message"),
+        ((None, None), {"retries": -1}, "retries must be a count from 0, got -1"),
+        ((None, None), {"retries": "1"}, "retries must be a count from 0, got '1'"),
+        ((None, None), {"retries": True}, "retries must be a count from 0"),
+        ((None, None), {"retries": 1.5}, "retries must be a count from 0"),
+    ],
+)
+def test_a_node_task_message_sets_neither_its_limits_nor_its_attempts(
+    own: tuple[Any, Any], headers: dict[str, Any], reason: str | None
+) -> None:
+    """A node task's time limits are its task's (the node's timeout), and its attempts the
+    retries Celery counts from 0: a message that says otherwise is refused (SPEC §8)."""
+    from celery.exceptions import InvalidTaskError
+
+    from langgraph_celery.worker.guard import check_task_message
+
+    if reason is None:
+        check_task_message(_message(headers), None, own)
+    else:
+        with pytest.raises(InvalidTaskError, match=re.escape(reason)):
+            check_task_message(_message(headers), None, own)
 
 
 def _noop() -> None:

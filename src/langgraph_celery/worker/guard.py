@@ -1,4 +1,5 @@
-"""A consumer step that refuses task messages Celery's worker would stop on.
+"""A consumer step that refuses task messages Celery's worker would stop on, and node task
+messages that would set what only the store sets.
 
 Celery's consumer turns a received message into a request in the worker's main process and
 catches only invalid-content errors there: a JSON message whose body is not ``[args, kwargs,
@@ -13,6 +14,12 @@ task, which skips the rest of that bookkeeping.)  :class:`GuardTaskMessages` wra
 strategy with :func:`check_task_message`, and the consumer's lookup of a message's task and its
 handling of unknown tasks, so such a message is rejected and logged like any invalid task
 message ("Received invalid task message: ..."), and the worker keeps serving.
+
+A node task takes its limits from its task (the node's ``timeout``) and its attempt count from
+the retries Celery itself sends: a node task message whose ``timelimit`` is other than ``[None,
+None]`` or the task's own ``[time_limit, soft_time_limit]`` (as a client sends it), or whose
+``retries`` is not a count from 0 (a negative one would retry a node with no delay and no end),
+is refused the same way: a message cannot lift or shorten a node's time limit (SPEC §8).
 ``CeleryExecutor(app)`` adds it to the app's consumer steps; ``CeleryExecutor(app,
 guard_task_messages=False)`` does not (``tests/celery/test_celery_consumer_steps.py`` shows a
 worker without it stopped by such a message).
@@ -26,7 +33,12 @@ from typing import Any
 from celery import bootsteps
 from celery.exceptions import InvalidTaskError
 
+from langgraph_celery.worker import names
+
 __all__ = ["GuardTaskMessages", "check_task_message"]
+
+#: ``timelimit``s a node task message may carry: none, or its task's own.
+_NO_LIMITS = (None, None)
 
 
 def _sequence(value: Any) -> bool:
@@ -53,8 +65,24 @@ def _check_stamps(fields: dict[str, Any]) -> None:
         raise InvalidTaskError("task message stamps must be a mapping")
 
 
-def check_task_message(message: Any, body: Any) -> None:
-    """Raise :class:`InvalidTaskError` unless ``message`` has the shape of a task message.
+def _check_retries(value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise InvalidTaskError(f"task message retries must be a count from 0, got {value!r:.40}")
+
+
+def _check_node_limits(value: Any, own: tuple[Any, Any]) -> None:
+    if value is None or tuple(value) in (_NO_LIMITS, own):
+        return
+    raise InvalidTaskError(
+        f"node task message timelimit {list(value)!r} is not its task's own {list(own)!r}: a "
+        "node's limits come from its task, never from a message"
+    )
+
+
+def check_task_message(message: Any, body: Any, node_limits: tuple[Any, Any] | None = None) -> None:
+    """Raise :class:`InvalidTaskError` unless ``message`` has the shape of a task message;
+    with ``node_limits`` (a node task's own ``(time_limit, soft_time_limit)``), of a node task
+    message: its ``timelimit`` none or those, its ``retries`` a count.
 
     ``body`` is what the consumer decoded for a protocol-1 message (``None`` for protocol 2,
     whose headers name the task and whose body is decoded here; decoding errors and refused
@@ -85,11 +113,16 @@ def check_task_message(message: Any, body: Any) -> None:
         raise InvalidTaskError("task message shadow must be a name")
     _check_stamps(fields)
     _check_time_limits(fields.get("timelimit"))
+    if node_limits is not None:
+        _check_node_limits(fields.get("timelimit"), node_limits)
+        _check_retries(fields.get("retries"))
 
 
-def _guarded(strategy: Callable[..., Any]) -> Callable[..., Any]:
+def _guarded(
+    strategy: Callable[..., Any], node_limits: tuple[Any, Any] | None
+) -> Callable[..., Any]:
     def guarded(message: Any, body: Any, *args: Any, **kwargs: Any) -> Any:
-        check_task_message(message, body)
+        check_task_message(message, body, node_limits)
         return strategy(message, body, *args, **kwargs)
 
     return guarded
@@ -129,6 +162,14 @@ def _guarded_unknown_task(consumer: Any, on_unknown_task: Callable[..., Any]) ->
     return guarded
 
 
+def _node_limits(consumer: Any, name: str) -> tuple[Any, Any] | None:
+    """A node task's own ``(time_limit, soft_time_limit)``; ``None`` for other tasks."""
+    task = consumer.app.tasks.get(name) if names.is_node_task(name) else None
+    if task is None:
+        return None
+    return (task.time_limit, task.soft_time_limit)
+
+
 class GuardTaskMessages(bootsteps.StartStopStep):  # type: ignore[misc]
     """Wraps the strategy of every task the consumer knows with :func:`check_task_message`,
     and its lookup of a message's task and handling of messages for unknown tasks (before its
@@ -141,7 +182,7 @@ class GuardTaskMessages(bootsteps.StartStopStep):  # type: ignore[misc]
             consumer.strategies = _Strategies(consumer.strategies)
         for name, strategy in list(consumer.strategies.items()):
             if getattr(strategy, "__wrapped_strategy__", None) is None:
-                guarded = _guarded(strategy)
+                guarded = _guarded(strategy, _node_limits(consumer, name))
                 guarded.__wrapped_strategy__ = strategy  # type: ignore[attr-defined]
                 consumer.strategies[name] = guarded
         if "on_unknown_task" not in vars(consumer):
