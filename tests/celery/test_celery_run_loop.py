@@ -7,11 +7,12 @@ overrunning nodes, revoked tasks and cancels racing completion."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from celery_support import CeleryStack, wait_until
+from celery_support import CeleryStack, start_worker, wait_until
 from langgraph_celery import (
     END,
     START,
@@ -308,6 +309,36 @@ def test_a_node_past_its_time_limit_fails_or_is_retried_when_its_policy_lists_ti
     )
     assert state.data["log"] == ["nap"]
     assert int(redis_client.get(f"calls:{other}:nap")) == 2
+
+
+def test_a_node_past_the_apps_own_soft_time_limit_fails_with_a_timeout_error(
+    celery_stack: CeleryStack, thread: str, redis_client: Any, tmp_path: Path
+) -> None:
+    """A deployment's Celery ``task_soft_time_limit`` reaches a node that has no timeout of its
+    own: past it the node fails with TimeoutError naming that limit, and the run fails at once
+    (it is not left running, for the reaper to send the step again and again)."""
+    import lgc_app
+
+    queue = f"{celery_stack.queue}-soft"
+    settings = {**celery_stack.settings, "LGC_QUEUE": queue, lgc_app.SOFT_TIME_LIMIT: "1"}
+    bundle = lgc_app.build(settings)
+    worker = start_worker(settings, tmp_path, queues=[queue], worker_name="soft")
+    try:
+        graph = bundle.graphs["slow"]
+        config = RunnableConfig(thread_id=thread)
+        with pytest.raises(NodeError) as caught:
+            graph.invoke({"thread": thread, "sleep": 5}, config, timeout=30)
+        assert caught.value.node_id == "a"
+        assert caught.value.error_type == "TimeoutError"
+        assert "did not finish within Celery's soft time limit of 1 s" in str(caught.value)
+        assert started(redis_client, thread, "a") == 1
+        run_id = bundle.saver.get(thread).run_id
+        assert RunHandle.from_run_id(graph, run_id).status() == "failed"
+    finally:
+        worker.kill()
+        with bundle.app.connection_for_write() as connection:
+            connection.default_channel.queue_delete(queue)
+        bundle.close()
 
 
 def test_a_node_past_its_hard_time_limit_fails_the_run_at_once(

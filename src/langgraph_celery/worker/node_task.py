@@ -47,11 +47,13 @@ def run_node(
     retry: Any,
     redelivered: bool = False,
     carried: bool = False,
+    soft_limit: float | None = None,
 ) -> dict[str, Any]:
     """The body of a node task; ``retry(countdown, exc)`` asks Celery to retry it;
     ``redelivered``: the broker delivers the message again (its worker process died);
     ``carried``: the step's checkpoint is carried in the result backend (durability exit
-    or async).
+    or async); ``soft_limit``: the soft time limit Celery applies to the task (the node's
+    timeout, or the app's ``task_soft_time_limit``), named when it raises in the node.
 
     One read (the checkpoint, its writes, its parent's marks) and, for a step of one task,
     one compare-and-set write: the update goes straight into the next checkpoint.  A step of
@@ -113,17 +115,37 @@ def run_node(
     # every node of a step does in process, so that a resume finds the same writes.
     parent_marks = view.parent_markers.values()
     result = run_sync(
-        _run_task(runtime, checkpoint, task, marks, parent_marks, retries, retry, held, carried)
+        _run_task(
+            runtime,
+            checkpoint,
+            task,
+            marks,
+            parent_marks,
+            retries,
+            retry,
+            held,
+            carried,
+            soft_limit,
+        )
     )
     return result.to_data()
 
 
-def _timed_out(runtime: GraphRuntime, node: str, error: Exception) -> Exception:
-    """Celery's soft time limit as the ``TimeoutError`` the node's timeout promises."""
-    if isinstance(error, SoftTimeLimitExceeded):
-        timeout = runtime.timeouts.get(node)
+def _timed_out(
+    runtime: GraphRuntime, node: str, error: Exception, soft_limit: float | None
+) -> Exception:
+    """Celery's soft time limit as the ``TimeoutError`` the node's timeout promises; a node
+    without one can still meet the app's own (``task_soft_time_limit``): it is named then."""
+    if not isinstance(error, SoftTimeLimitExceeded):
+        return error
+    timeout = runtime.timeouts.get(node)
+    if timeout is not None:
         return TimeoutError(f"node {node!r} did not finish within its timeout of {timeout:g} s")
-    return error
+    within = f" of {soft_limit:g} s" if soft_limit is not None else ""
+    return TimeoutError(
+        f"node {node!r} did not finish within Celery's soft time limit{within} (the app's "
+        "task_soft_time_limit; the node has no timeout of its own)"
+    )
 
 
 async def _run_task(
@@ -136,11 +158,13 @@ async def _run_task(
     retry: Any,
     carried: Carried | None = None,
     unpublished: bool = False,
+    soft_limit: float | None = None,
 ) -> TaskResult:
     """Run the node (unless its update is in), record the update, and carry out what the
     run loop decides for the step: one pass on the event loop for the whole task.  A
     ``carried`` checkpoint is stored before the run parks or fails there; ``unpublished``:
-    the task's message ignores its result (a carried step's), which wakes no follower."""
+    the task's message ignores its result (a carried step's), which wakes no follower;
+    ``soft_limit``: Celery's soft time limit on the task (see :func:`run_node`)."""
     saver = runtime.saver
     config = runtime.config_of(checkpoint)
     notifier = runtime.executor.notifier
@@ -180,7 +204,7 @@ async def _run_task(
             runtime.mark_parked(checkpoint, parking)
             return TaskResult(TaskStatus.INTERRUPTED, task.node)
         except Exception as raised:
-            error = _timed_out(runtime, task.node, raised)
+            error = _timed_out(runtime, task.node, raised, soft_limit)
             policy = runtime.policies.get(task.node)
             if policy is not None and not isinstance(error, GraphError):
                 delay = delay_after(policy, error, retries + 1)

@@ -266,9 +266,10 @@ class GraphRuntime:
         retry: Any,
         redelivered: bool = False,
         carried: bool = False,
+        soft_limit: float | None = None,
     ) -> dict[str, Any]:
         """The body of a node task (``worker/node_task.py``)."""
-        return node_task.run_node(self, envelope, retries, retry, redelivered, carried)
+        return node_task.run_node(self, envelope, retries, retry, redelivered, carried, soft_limit)
 
     def commit(self, checkpoint: Checkpoint, writes: Mapping[str, Mapping[str, Any]]) -> TaskResult:
         """Store the next checkpoint from every update of ``checkpoint``'s step, and go on."""

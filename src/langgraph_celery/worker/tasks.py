@@ -93,7 +93,9 @@ def register_node_task(
         request = task.request
         redelivered = bool((request.delivery_info or {}).get("redelivered"))
         carried = getattr(request, carry.HEADER, None) is True
-        return runtime.run_node(envelope, int(request.retries or 0), retry, redelivered, carried)
+        retries = int(request.retries or 0)
+        soft_limit = _soft_limit(task)
+        return runtime.run_node(envelope, retries, retry, redelivered, carried, soft_limit)
 
     # Celery compiles a signature check named after the function: an identifier, whatever
     # the node id ("review-check", "step 1"); the task's name is ``name``.
@@ -195,6 +197,15 @@ def _on_task_revoked(sender: Any = None, request: Any = None, **_: Any) -> None:
 
 
 signals.task_revoked.connect(_on_task_revoked, weak=False, dispatch_uid="langgraph_celery")
+
+
+def _soft_limit(task: Any) -> float | None:
+    """The soft time limit Celery's pool applies to ``task``'s running request: its message's
+    (``timelimit``, which the worker's guard allows only as the task's own), else the task's
+    (the node's timeout, else the app's ``task_soft_time_limit``)."""
+    limits = task.request.timelimit
+    soft = limits[1] if isinstance(limits, list | tuple) and len(limits) == 2 else None
+    return soft or task.soft_time_limit or None
 
 
 def _time_limits(timeout: float | None) -> dict[str, float]:

@@ -29,6 +29,8 @@ ENV_KEYS = (
 )
 #: Optional: one more key of the routed executor's routes (to the special queue).
 EXTRA_ROUTE = "LGC_EXTRA_ROUTE"
+#: Optional: Celery's own ``task_soft_time_limit`` (seconds), as a deployment may set it.
+SOFT_TIME_LIMIT = "LGC_SOFT_TIME_LIMIT"
 
 
 @dataclass
@@ -38,6 +40,8 @@ class Bundle(AppBundle):
 
 def build(settings: Mapping[str, str]) -> Bundle:
     app, saver = make_app("lgc_app", settings, "LGC")
+    if settings.get(SOFT_TIME_LIMIT):
+        app.conf.task_soft_time_limit = float(settings[SOFT_TIME_LIMIT])
     special, main = settings["LGC_SPECIAL_QUEUE"], settings["LGC_QUEUE"]
     # The app's own routes: every node of graph where-too to the special queue (the executor's
     # routes come first, so its route of where-too's b wins).
@@ -59,8 +63,9 @@ def build(settings: Mapping[str, str]) -> Bundle:
 
 def settings_from_env() -> dict[str, str]:
     settings = {key: os.environ[key] for key in ENV_KEYS}
-    if EXTRA_ROUTE in os.environ:
-        settings[EXTRA_ROUTE] = os.environ[EXTRA_ROUTE]
+    for optional in (EXTRA_ROUTE, SOFT_TIME_LIMIT):
+        if optional in os.environ:
+            settings[optional] = os.environ[optional]
     return settings
 
 
