@@ -405,6 +405,53 @@ def test_a_node_task_revoked_from_flower_cancels_its_run_which_stays_resumable(
     assert started(redis_client, thread, "a") == 2
 
 
+def test_only_a_revoke_of_the_steps_own_task_cancels_its_run(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    """Celery reports a message it discards because it expired as revoked (``expired``), and
+    one revoked under any id: neither a copy of a running step's message that expired, even
+    under the step's own task id, nor a copy revoked under another id, cancels the run."""
+    from types import SimpleNamespace
+
+    from langgraph_celery.worker.tasks import _on_task_revoked
+
+    graph = celery_stack.graph("slow")
+    config = RunnableConfig(thread_id=thread)
+    handle = graph.start({"thread": thread, "sleep": 3.0}, config)
+    assert wait_until(lambda: started(redis_client, thread, "a") == 1, 10, 0.01, "node a to start")
+    first = celery_stack.saver.get(thread)
+    assert first is not None
+    own = celery_task_id(first.run_id, first.checkpoint_id, "a")
+    envelope = TaskEnvelope(
+        graph_id="slow",
+        thread_id=thread,
+        run_id=first.run_id,
+        step=first.step,
+        checkpoint_id=first.checkpoint_id,
+        node="a",
+        task_id="a",
+    ).to_message()
+    name = node_task_name("slow", "a")
+    # (as a worker's revoke hook is called: the task, its request, whether it expired)
+    task = celery_stack.app.tasks[name]
+    _on_task_revoked(task, SimpleNamespace(id=own, kwargs=envelope), expired=True)
+    _on_task_revoked(task, SimpleNamespace(id=f"{own}-copy", kwargs=envelope), expired=False)
+    assert handle.status() == "running"
+
+    # a copy revoked for real, under another id: the worker discards it
+    other = f"copy-{thread}"
+    celery_stack.app.control.revoke(other, reply=True, timeout=5)
+    celery_stack.app.send_task(name, kwargs=envelope, task_id=other)
+    wait_until(
+        lambda: f"Discarding revoked task: {name}[{other}]" in celery_stack.worker_logs(),
+        15,
+        0.05,
+        "the copy to be discarded",
+    )
+    assert handle.wait(timeout=30).as_state_data()["log"] == ["a", "b", "c"]
+    assert started(redis_client, thread, "a") == 1
+
+
 def test_cancel_racing_completion_never_turns_a_completed_run_into_a_cancelled_one(
     celery_stack: CeleryStack, thread: str
 ) -> None:

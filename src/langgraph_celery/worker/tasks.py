@@ -179,16 +179,31 @@ def _on_node_failure(
         endings.fail_past_hard_limit(runtime, envelope)
 
 
-def _on_task_revoked(sender: Any = None, request: Any = None, **_: Any) -> None:
+def _on_task_revoked(
+    sender: Any = None, request: Any = None, expired: bool = False, **_: Any
+) -> None:
     """A node task revoked (from Flower, ``app.control.revoke``, with or without terminate):
     its run is cancelled, as ``RunHandle.cancel`` would (a re-dispatch under the same task id
-    would be discarded by every worker for ``worker_revoke_expires``)."""
+    would be discarded by every worker for ``worker_revoke_expires``).  Only the step's own
+    task counts, under its id (``names.celery_task_id``): a copy of its message under another
+    id, or a message discarded because it expired (Celery reports it revoked, ``expired``),
+    cancels nothing."""
     name = str(getattr(sender, "name", "") or "")
-    if not names.is_node_task(name) or request is None:
+    if not names.is_node_task(name) or request is None or expired:
         return
     try:
         envelope = TaskEnvelope.from_message(dict(request.kwargs or {}))
     except MalformedMessage:
+        return
+    own_id = names.celery_task_id(envelope.run_id, envelope.checkpoint_id, envelope.task_id or "")
+    if getattr(request, "id", None) != own_id:
+        log.warning(
+            "revoked task %s[%s] is not the task of step %s of thread %r: its run goes on",
+            name,
+            getattr(request, "id", None),
+            envelope.checkpoint_id,
+            envelope.thread_id,
+        )
         return
     app = getattr(sender, "app", None)
     runtime = registry(app).get(envelope.graph_id) if app is not None else None
