@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +178,43 @@ def test_a_node_message_sets_neither_the_nodes_time_limit_nor_its_attempts(
         logged_once(celery_stack, reason)
     assert int(redis_client.get(f"started:{thread}:a")) == 1
     assert handle.status() == "completed"
+
+
+def test_an_expired_copy_of_a_running_steps_message_is_refused_and_cancels_nothing(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    """Celery discards an expired message as revoked and keeps its id among the worker's
+    revoked ids: an expired copy of a running step's message under the step's own task id
+    would have the step's next delivery (a retry after its countdown, a redelivery: a copy
+    here) discarded as revoked, cancelling the run.  The guard refuses the expired copy; the
+    next delivery runs (its update lands once) and the run completes."""
+    graph = celery_stack.graph("slow")
+    redis_client.set(f"hold:{thread}:a", 1)
+    handle = graph.start({"thread": thread}, RunnableConfig(thread_id=thread))
+    wait_until(lambda: redis_client.get(f"started:{thread}:a"), 20, 0.02, "a to start")
+    checkpoint = celery_stack.saver.get(thread)
+    assert checkpoint is not None
+    envelope = TaskEnvelope(
+        graph_id="slow",
+        thread_id=thread,
+        run_id=checkpoint.run_id,
+        step=checkpoint.step,
+        checkpoint_id=checkpoint.checkpoint_id,
+        node="a",
+        task_id="a",
+    ).to_message()
+    name = node_task_name("slow", "a")
+    own = celery_task_id(checkpoint.run_id, checkpoint.checkpoint_id, "a")
+    past = datetime.now(UTC) - timedelta(hours=1)
+    celery_stack.app.send_task(name, kwargs=envelope, task_id=own, expires=past)
+    reason = "node task message has an expires: a node task never expires"
+    wait_until(lambda: records(celery_stack, reason, "ERROR"), 15, 0.05, reason)
+    celery_stack.app.send_task(name, kwargs=envelope, task_id=own)  # the step's next delivery
+    wait_until(lambda: int(redis_client.get(f"started:{thread}:a") or 0) == 2, 15, 0.02, "a again")
+    redis_client.delete(f"hold:{thread}:a")
+    assert handle.wait(timeout=30).as_state_data()["log"] == ["a", "b", "c"]
+    assert handle.status() == "completed"
+    assert "Discarding revoked task" not in celery_stack.worker_logs()
 
 
 def test_compile_refuses_a_celery_graph_without_id_or_with_a_process_local_saver(

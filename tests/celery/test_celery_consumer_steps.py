@@ -160,6 +160,8 @@ def test_check_task_message(headers: dict[str, Any], reason: str | None) -> None
         ((None, None), {"retries": "1"}, "retries must be a count from 0, got '1'"),
         ((None, None), {"retries": True}, "retries must be a count from 0"),
         ((None, None), {"retries": 1.5}, "retries must be a count from 0"),
+        ((None, None), {"expires": None}, None),
+        ((None, None), {"expires": "2000-01-01T00:00:00+00:00"}, "a node task never expires"),
     ],
 )
 def test_a_node_task_message_sets_neither_its_limits_nor_its_attempts(

@@ -19,7 +19,11 @@ A node task takes its limits from its task (the node's ``timeout``) and its atte
 the retries Celery itself sends: a node task message whose ``timelimit`` is other than ``[None,
 None]`` or the task's own ``[time_limit, soft_time_limit]`` (as a client sends it), or whose
 ``retries`` is not a count from 0 (a negative one would retry a node with no delay and no end),
-is refused the same way: a message cannot lift or shorten a node's time limit (SPEC §8).
+is refused the same way: a message cannot lift or shorten a node's time limit (SPEC §8).  So is
+one with an ``expires`` (a node task never has one): Celery discards an expired message as
+revoked and adds its id to the worker's revoked ids, so that an expired copy of a step's message
+under the step's own task id would have the step's real message (its retry waiting for its
+countdown, a redelivery) discarded as revoked, and the run cancelled.
 ``CeleryExecutor(app)`` adds it to the app's consumer steps; ``CeleryExecutor(app,
 guard_task_messages=False)`` does not (``tests/celery/test_celery_consumer_steps.py`` shows a
 worker without it stopped by such a message).
@@ -82,7 +86,7 @@ def _check_node_limits(value: Any, own: tuple[Any, Any]) -> None:
 def check_task_message(message: Any, body: Any, node_limits: tuple[Any, Any] | None = None) -> None:
     """Raise :class:`InvalidTaskError` unless ``message`` has the shape of a task message;
     with ``node_limits`` (a node task's own ``(time_limit, soft_time_limit)``), of a node task
-    message: its ``timelimit`` none or those, its ``retries`` a count.
+    message: its ``timelimit`` none or those, its ``retries`` a count, no ``expires``.
 
     ``body`` is what the consumer decoded for a protocol-1 message (``None`` for protocol 2,
     whose headers name the task and whose body is decoded here; decoding errors and refused
@@ -116,6 +120,8 @@ def check_task_message(message: Any, body: Any, node_limits: tuple[Any, Any] | N
     if node_limits is not None:
         _check_node_limits(fields.get("timelimit"), node_limits)
         _check_retries(fields.get("retries"))
+        if fields.get("expires") is not None:
+            raise InvalidTaskError("node task message has an expires: a node task never expires")
 
 
 def _guarded(
