@@ -15,9 +15,8 @@ from lgc_graphs import chain
 
 from celery_support import CeleryStack, wait_until
 from langgraph_celery import CompileConfig, GraphDefinitionError, RunnableConfig
-from langgraph_celery.celery import CeleryExecutor
-from langgraph_celery.checkpoint import MemorySaver, SqlSaver
-from langgraph_celery.worker.envelope import TaskEnvelope
+from langgraph_celery.celery import CeleryExecutor, RunHandle
+from langgraph_celery.checkpoint import Checkpoint, MemorySaver, SqlSaver
 from langgraph_celery.worker.names import RESUME_TASK, celery_task_id, node_task_name
 from services import REDIS_TEST_DB
 
@@ -140,6 +139,20 @@ def test_bad_messages_are_rejected_logged_and_never_executed(
     assert ": CRITICAL/" not in celery_stack.worker_logs()
 
 
+def held_in_a(
+    stack: CeleryStack, thread: str, redis_client: Any
+) -> tuple[RunHandle, Checkpoint, dict[str, Any]]:
+    """A run of ``slow`` on ``thread``, held in its node ``a`` (until the test deletes
+    ``hold:<thread>:a``): its handle, the step's checkpoint and ``a``'s message."""
+    redis_client.set(f"hold:{thread}:a", 1)
+    handle = stack.graph("slow").start({"thread": thread}, RunnableConfig(thread_id=thread))
+    wait_until(lambda: redis_client.get(f"started:{thread}:a"), 20, 0.02, "a to start")
+    checkpoint = stack.saver.get(thread)
+    runtime = stack.executor.runtime("slow")
+    assert checkpoint is not None and runtime is not None
+    return handle, checkpoint, runtime.envelope(checkpoint, checkpoint.tasks[0]).to_message()
+
+
 def test_a_node_message_sets_neither_the_nodes_time_limit_nor_its_attempts(
     celery_stack: CeleryStack, thread: str, redis_client: Any
 ) -> None:
@@ -148,21 +161,7 @@ def test_a_node_message_sets_neither_the_nodes_time_limit_nor_its_attempts(
     would stop the node after 1 s (failing the run past its "hard time limit"), or whose
     ``retries`` is negative (retries with no delay and no end), is refused and logged by the
     worker's guard; the run completes, its node started once."""
-    graph = celery_stack.graph("slow")
-    redis_client.set(f"hold:{thread}:a", 1)
-    handle = graph.start({"thread": thread}, RunnableConfig(thread_id=thread))
-    wait_until(lambda: redis_client.get(f"started:{thread}:a"), 20, 0.02, "a to start")
-    checkpoint = celery_stack.saver.get(thread)
-    assert checkpoint is not None
-    envelope = TaskEnvelope(
-        graph_id="slow",
-        thread_id=thread,
-        run_id=checkpoint.run_id,
-        step=checkpoint.step,
-        checkpoint_id=checkpoint.checkpoint_id,
-        node="a",
-        task_id=checkpoint.tasks[0].id,
-    ).to_message()
+    handle, _, envelope = held_in_a(celery_stack, thread, redis_client)
     name = node_task_name("slow", "a")
     refusals = (
         ({"time_limit": 1, "soft_time_limit": 0.5}, "timelimit [1, 0.5] is not its task's own"),
@@ -188,21 +187,7 @@ def test_an_expired_copy_of_a_running_steps_message_is_refused_and_cancels_nothi
     would have the step's next delivery (a retry after its countdown, a redelivery: a copy
     here) discarded as revoked, cancelling the run.  The guard refuses the expired copy; the
     next delivery runs (its update lands once) and the run completes."""
-    graph = celery_stack.graph("slow")
-    redis_client.set(f"hold:{thread}:a", 1)
-    handle = graph.start({"thread": thread}, RunnableConfig(thread_id=thread))
-    wait_until(lambda: redis_client.get(f"started:{thread}:a"), 20, 0.02, "a to start")
-    checkpoint = celery_stack.saver.get(thread)
-    assert checkpoint is not None
-    envelope = TaskEnvelope(
-        graph_id="slow",
-        thread_id=thread,
-        run_id=checkpoint.run_id,
-        step=checkpoint.step,
-        checkpoint_id=checkpoint.checkpoint_id,
-        node="a",
-        task_id="a",
-    ).to_message()
+    handle, checkpoint, envelope = held_in_a(celery_stack, thread, redis_client)
     name = node_task_name("slow", "a")
     own = celery_task_id(checkpoint.run_id, checkpoint.checkpoint_id, "a")
     past = datetime.now(UTC) - timedelta(hours=1)

@@ -422,15 +422,9 @@ def test_only_a_revoke_of_the_steps_own_task_cancels_its_run(
     first = celery_stack.saver.get(thread)
     assert first is not None
     own = celery_task_id(first.run_id, first.checkpoint_id, "a")
-    envelope = TaskEnvelope(
-        graph_id="slow",
-        thread_id=thread,
-        run_id=first.run_id,
-        step=first.step,
-        checkpoint_id=first.checkpoint_id,
-        node="a",
-        task_id="a",
-    ).to_message()
+    runtime = celery_stack.executor.runtime("slow")
+    assert runtime is not None
+    envelope = runtime.envelope(first, first.tasks[0]).to_message()
     name = node_task_name("slow", "a")
     # (as a worker's revoke hook is called: the task, its request, whether it expired)
     task = celery_stack.app.tasks[name]

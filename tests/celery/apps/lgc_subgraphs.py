@@ -33,6 +33,15 @@ def _redis() -> Any:
     return redis.Redis.from_url(os.environ["LGC_REDIS_URL"])
 
 
+def _count_call(state: AgentState, node_id: str) -> int:
+    """Count a call of ``node_id`` on the state's thread (Redis ``calls:<thread>:<node>``)."""
+    client = _redis()
+    try:
+        return int(client.incr(f"calls:{state.value('thread')}:{node_id}"))
+    finally:
+        client.close()
+
+
 def node(node_id: str, attribute: str | None = None) -> Callable[..., Any]:
     """Appends ``[id<attribute value>]``; records its ``node_path`` and ``graph_id``, and the
     state's ``before`` (set by a hook) if any."""
@@ -67,12 +76,7 @@ def dying_once(node_id: str) -> Callable[..., Any]:
     Redis under ``calls:<thread>:<node>``)."""
 
     def action(state: AgentState) -> dict[str, Any]:
-        thread = state.value("thread")
-        client = _redis()
-        try:
-            calls = int(client.incr(f"calls:{thread}:{node_id}"))
-        finally:
-            client.close()
+        calls = _count_call(state, node_id)
         if state.value("die_once") and calls == 1:
             os.kill(os.getpid(), signal.SIGKILL)
         return {"messages": f"[{node_id}]"}
@@ -105,12 +109,7 @@ def flaky(node_id: str) -> Callable[..., Any]:
     appends ``[id<call>]``."""
 
     def action(state: AgentState) -> dict[str, Any]:
-        thread = state.value("thread")
-        client = _redis()
-        try:
-            calls = int(client.incr(f"calls:{thread}:{node_id}"))
-        finally:
-            client.close()
+        calls = _count_call(state, node_id)
         if calls <= int(state.value("failures", 0)):
             kind = {"ConnectionError": ConnectionError}.get(state.value("raise"), ValueError)
             raise kind(f"{node_id} failed on call {calls}")
