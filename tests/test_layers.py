@@ -9,7 +9,7 @@ from pathlib import Path
 import langgraph_celery
 
 PACKAGE = Path(langgraph_celery.__file__).parent
-PURE = ("graph/_algo.py", "graph/_loop.py", "graph/_marks.py")
+PURE = ("graph/_algo.py", "graph/_loop.py", "graph/_marks.py", "graph/_subgraph_state.py")
 FORBIDDEN = (
     "asyncio",
     "celery",

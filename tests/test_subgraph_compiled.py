@@ -44,7 +44,7 @@ from langgraph_celery import (
     StreamMode,
 )
 from langgraph_celery.checkpoint import BaseCheckpointSaver, MemorySaver, RunIndex, RunStatus
-from langgraph_celery.graph._subgraph import changes
+from langgraph_celery.graph._subgraph_state import changes
 
 SCHEMA = {"messages": Channels.appender()}
 

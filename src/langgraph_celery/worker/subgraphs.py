@@ -22,7 +22,7 @@ returns; the child's nodes are tasks of their own; the child's end commits the p
   cancelled step without committing it, for the resume.
 - **Resume.** Resuming the parent dispatches the subgraph node's task again: the child run of
   the parent's run that has something pending is resumed, with the updates the parent's thread
-  went through since (``graph/_subgraph.py``'s ``parent_updates``, as in process).
+  went through since (``graph/_subgraph_state.py``'s ``parent_updates``, as in process).
 - **Retry.** In process a ``RetryPolicy`` of the subgraph node (its wrap hook) calls the node
   again when the child run fails, and the node resumes the child's failed step.  Here the
   child's failure (:func:`child_failed`) sends the subgraph node's task again after the
@@ -45,11 +45,10 @@ from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.graph import _loop, _marks
 from langgraph_celery.graph._loop import Action
 from langgraph_celery.graph._marks import Extra, Failure, Parking, StepMarks
-from langgraph_celery.graph._subgraph import (
+from langgraph_celery.graph._subgraph import child_thread, outer_parking
+from langgraph_celery.graph._subgraph_state import (
     changes,
     child_input,
-    child_thread,
-    outer_parking,
     parent_updates,
     resumes,
     started_with,
