@@ -51,6 +51,16 @@ from langgraph_celery.checkpoint._retention import (
     settle,
     unfinished_runs,
 )
+from langgraph_celery.checkpoint._saver_rules import (
+    cannot_prune,
+    check_run_of,
+    check_timer_thread,
+    is_placeholder,
+    not_indexed,
+    placeholder,
+    put_with_timer_in_turn,
+    root_conflict_message,
+)
 from langgraph_celery.errors import SerializationError
 from langgraph_celery.graph.config import require_id
 from langgraph_celery.serde import JsonSerializer, Serializer
@@ -77,13 +87,6 @@ __all__ = [
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-_PLACEHOLDERS: list[Callable[..., Any]] = []
-
-
-def _placeholder(method: _F) -> _F:
-    _PLACEHOLDERS.append(method)
-    return method
-
 
 #: The methods that take a thread id first and may remove what is stored of it: every saver's
 #: own are wrapped to refuse a thread id that cannot be one (see ``__init_subclass__``).
@@ -326,7 +329,7 @@ class BaseCheckpointSaver(abc.ABC):
         without reading their state; a checkpoint stored relative to others (a delta) names
         them in :attr:`StoredRef.needs <langgraph_celery.checkpoint._retention.StoredRef.needs>`
         and prune keeps them with it.  Savers implement it to support pruning."""
-        raise NotImplementedError(_cannot_prune(self, "stored_refs"))
+        raise NotImplementedError(cannot_prune(self, "stored_refs"))
 
     def remove_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> int:
         """For :meth:`prune`: drop the state and the writes of the thread's checkpoints
@@ -335,13 +338,13 @@ class BaseCheckpointSaver(abc.ABC):
         again.  Returns how many were removed (ids unknown or already removed are skipped, and
         so are those a delta not removed is read from: a checkpoint stored meanwhile).
         Savers implement it to support pruning."""
-        raise NotImplementedError(_cannot_prune(self, "remove_checkpoints"))
+        raise NotImplementedError(cannot_prune(self, "remove_checkpoints"))
 
     def make_whole(self, thread_id: str, checkpoint_ids: Sequence[str]) -> None:
         """For :meth:`prune`: store the thread's checkpoints ``checkpoint_ids``, stored as deltas
         of their parents (:attr:`StoredRef.whole` false), whole, so that their parents can be
         removed.  Savers that report deltas in :meth:`stored_refs` implement it."""
-        raise NotImplementedError(_cannot_prune(self, "make_whole"))
+        raise NotImplementedError(cannot_prune(self, "make_whole"))
 
     def _recorded_completed(self, thread_id: str) -> frozenset[str]:
         """The thread's runs the saver's run index records as completed (:meth:`prune` does not
@@ -352,22 +355,22 @@ class BaseCheckpointSaver(abc.ABC):
     # A saver that runs graphs on Celery also implements RunIndex (checkpoint/index.py), where
     # these are documented; CeleryExecutor checks at compile that a saver does.  These raise.
 
-    @_placeholder
+    @placeholder
     def delete_write(self, thread_id: str, checkpoint_id: str, task_id: str, node: str) -> bool:
         """:meth:`RunIndex.delete_write <langgraph_celery.checkpoint.RunIndex.delete_write>`."""
-        raise NotImplementedError(_not_indexed(self, "delete_write"))
+        raise NotImplementedError(not_indexed(self, "delete_write"))
 
-    @_placeholder
+    @placeholder
     def set_timer(
         self, thread_id: str, run_id: str, graph_id: str, kind: str, due_at: datetime
     ) -> None:
         """:meth:`RunIndex.set_timer <langgraph_celery.checkpoint.RunIndex.set_timer>`."""
-        raise NotImplementedError(_not_indexed(self, "set_timer"))
+        raise NotImplementedError(not_indexed(self, "set_timer"))
 
-    @_placeholder
+    @placeholder
     def clear_timer(self, thread_id: str, run_id: str, due_at: datetime | None = None) -> None:
         """:meth:`RunIndex.clear_timer <langgraph_celery.checkpoint.RunIndex.clear_timer>`."""
-        raise NotImplementedError(_not_indexed(self, "clear_timer"))
+        raise NotImplementedError(not_indexed(self, "clear_timer"))
 
     def put_with_timer(
         self, checkpoint: Checkpoint, timer: Timer | None, run: RunRecord | None = None
@@ -376,90 +379,12 @@ class BaseCheckpointSaver(abc.ABC):
         by default :func:`put_with_timer_in_turn`."""
         return put_with_timer_in_turn(self, checkpoint, timer, run)
 
-    @_placeholder
+    @placeholder
     def due_timers(self, now: datetime, limit: int = 100) -> Sequence[Timer]:
         """:meth:`RunIndex.due_timers <langgraph_celery.checkpoint.RunIndex.due_timers>`."""
-        raise NotImplementedError(_not_indexed(self, "due_timers"))
+        raise NotImplementedError(not_indexed(self, "due_timers"))
 
-    @_placeholder
+    @placeholder
     def thread_of_run(self, run_id: str) -> str | None:
         """:meth:`RunIndex.thread_of_run <langgraph_celery.checkpoint.RunIndex.thread_of_run>`."""
-        raise NotImplementedError(_not_indexed(self, "thread_of_run"))
-
-
-def put_with_timer_in_turn(
-    saver: BaseCheckpointSaver,
-    checkpoint: Checkpoint,
-    timer: Timer | None,
-    run: RunRecord | None = None,
-) -> Checkpoint:
-    """``saver.put(checkpoint)`` and the timer change, as calls in turn (not atomic): the timer
-    first when setting it (a run is never stored unwatched; if the checkpoint is refused, the
-    timer just set is removed, and with it the thread's earlier one), the checkpoint first when
-    removing it.  ``run``, the run's record, goes before both (whoever sees the checkpoint finds
-    the record; a refused checkpoint leaves it stored).  The default of ``put_with_timer``;
-    savers override it to do them at once."""
-    if run is not None:
-        check_run_of(checkpoint, run)
-        upsert = getattr(saver, "upsert_run", None)
-        if upsert is None:
-            raise NotImplementedError(_not_indexed(saver, "upsert_run"))
-        upsert(run)
-    if timer is None:
-        stored = saver.put(checkpoint)
-        saver.clear_timer(checkpoint.thread_id, checkpoint.run_id)
-        return stored
-    check_timer_thread(checkpoint, timer)
-    saver.set_timer(timer.thread_id, timer.run_id, timer.graph_id, timer.kind, timer.due_at)
-    try:
-        return saver.put(checkpoint)
-    except BaseException:
-        saver.clear_timer(timer.thread_id, timer.run_id, timer.due_at)
-        raise
-
-
-def is_placeholder(attribute: object) -> bool:
-    """Whether ``attribute`` (a method looked up on a class) is one of
-    :class:`BaseCheckpointSaver`'s run-index placeholders, i.e. not implemented."""
-    return any(attribute is placeholder for placeholder in _PLACEHOLDERS)
-
-
-def _not_indexed(saver: BaseCheckpointSaver, method: str) -> str:
-    return (
-        f"{type(saver).__name__} does not index runs (it has no {method}): a saver that runs "
-        "graphs on Celery implements langgraph_celery.checkpoint.RunIndex, as MemorySaver and "
-        "SqlSaver do"
-    )
-
-
-def _cannot_prune(saver: BaseCheckpointSaver, method: str) -> str:
-    return (
-        f"{type(saver).__name__} cannot prune checkpoints (it has no {method}): implement "
-        "stored_refs and remove_checkpoints, as MemorySaver and SqlSaver do, or delete whole "
-        "threads with delete_thread"
-    )
-
-
-def check_timer_thread(checkpoint: Checkpoint, timer: Timer) -> None:
-    if timer.thread_id != checkpoint.thread_id:
-        raise ValueError(
-            f"a timer stored with a checkpoint must be its thread's: timer of thread "
-            f"{timer.thread_id!r}, checkpoint of thread {checkpoint.thread_id!r}"
-        )
-
-
-def check_run_of(checkpoint: Checkpoint, run: RunRecord) -> None:
-    if (run.run_id, run.thread_id) != (checkpoint.run_id, checkpoint.thread_id):
-        raise ValueError(
-            f"a run record stored with a checkpoint must be its run's: record of run "
-            f"{run.run_id!r} on thread {run.thread_id!r}, checkpoint of run "
-            f"{checkpoint.run_id!r} on thread {checkpoint.thread_id!r}"
-        )
-
-
-def root_conflict_message(checkpoint: Checkpoint) -> str:
-    return (
-        f"thread {checkpoint.thread_id!r} already has a first checkpoint: another run started "
-        f"on this new thread at the same time (storing run {checkpoint.run_id!r}); wait for it "
-        "or start again"
-    )
+        raise NotImplementedError(not_indexed(self, "thread_of_run"))
