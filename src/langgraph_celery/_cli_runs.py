@@ -17,24 +17,23 @@ runs them, which this command cannot reach.  Without a module the command cannot
 the run cancelled in the store, which Celery workers obey at the next step; a run going on in
 process elsewhere does not read the mark (a parked one is cancelled wherever it ran).
 
-Tables are for people: cells are cut to a width and their control characters escaped, times are
-UTC.  ``--json`` prints strict JSON for scripts, in full.
+Tables are for people (see :mod:`langgraph_celery._cli_run_text`); ``--json`` prints strict JSON
+for scripts, in full.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import shlex
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
-from typing import IO, TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO, TYPE_CHECKING
 
 from langgraph_celery._cli_input import UsageError
 from langgraph_celery._cli_load import load_graph, missing_sqlite_file, no_database
 from langgraph_celery._cli_output import PROG, environment_flags, resume_command, to_json
+from langgraph_celery._cli_run_text import block, cell, run_lines, runs_table
 from langgraph_celery._cli_run_view import (
     RunView,
     find_run,
@@ -58,120 +57,11 @@ __all__ = [
     "cmd_cancel",
     "cmd_runs",
     "cmd_status",
-    "run_lines",
-    "runs_table",
-    "state_text",
     "thread_run",
 ]
 
 #: How many runs ``runs`` lists when ``--limit`` is not given (as ``RunIndex.list_runs``).
 DEFAULT_LIMIT = 50
-#: The widest a table cell gets (the run id, the key to every other command, is never cut).
-CELL_WIDTH = 40
-DETAIL_WIDTH = 60
-#: What a table cell shows escaped: control characters (a line break, a terminal's escape
-#: sequence) and lone surrogates (which cannot be written as UTF-8).
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-# -- how runs are shown ---------------------------------------------------------------------------
-
-
-def _cell(text: str | None, width: int | None = CELL_WIDTH) -> str:
-    """``text`` on one line, what it holds that is not printable escaped, cut to ``width``."""
-    if text is None:
-        return "-"
-    shown = _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
-    if width is not None and len(shown) > width:
-        shown = shown[: width - 3] + "..."
-    return shown
-
-
-def _when(moment: datetime | str | None) -> str:
-    """A time as ``YYYY-MM-DD HH:MM:SS`` in UTC (a text that is not a time as it is)."""
-    if moment is None:
-        return "-"
-    if isinstance(moment, str):
-        try:
-            moment = datetime.fromisoformat(text := moment)
-        except ValueError:
-            return _cell(text)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _detail(run: RunView) -> str:
-    if run.error_type is not None:
-        return f"{run.error_type}: {run.error_message}"
-    parts = [run.reason or ""]
-    if run.deadline:
-        parts.append(f"(deadline {_when(run.deadline)})")
-    return " ".join(part for part in parts if part)
-
-
-def runs_table(runs: Sequence[RunView]) -> str:
-    header = ("RUN", "STATUS", "NODE", "THREAD", "STARTED (UTC)", "UPDATED (UTC)", "DETAIL")
-    rows = [header] + [
-        (
-            run.run_id,
-            run.status.value,
-            _cell(run.node),
-            _cell(run.thread_id),
-            _when(run.created_at),
-            _when(run.updated_at),
-            _cell(_detail(run), DETAIL_WIDTH) if _detail(run) else "",
-        )
-        for run in runs
-    ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    )
-
-
-def run_lines(run: RunView) -> list[tuple[str, str]]:
-    """The run as ``(label, value)`` lines, for a block of ``label: value``."""
-    lines = [
-        ("run", run.run_id),
-        ("graph", _cell(run.graph_id, None) if run.graph_id else "- (no graph_id)"),
-        ("thread", _cell(run.thread_id, None)),
-        ("status", run.status.value),
-        ("node", _cell(run.node, None)),
-    ]
-    if run.status is RunStatus.PARKED:
-        lines.append(("reason", _cell(run.reason, None)))
-        lines.append(("deadline", f"{_when(run.deadline)} UTC" if run.deadline else "none"))
-        shown = {k: v for k, v in run.metadata.items() if k not in ("expires_at", "resume_with")}
-        if shown:
-            lines.append(("metadata", _cell(to_json(shown), None)))
-    if run.error_type is not None:
-        lines.append(("error", _cell(f"{run.error_type}: {run.error_message}", None)))
-    lines.append(("started", f"{_when(run.created_at)} UTC" if run.created_at else "-"))
-    lines.append(("updated", f"{_when(run.updated_at)} UTC" if run.updated_at else "-"))
-    return lines
-
-
-def block(lines: Iterable[tuple[str, str]]) -> str:
-    pairs = list(lines)
-    width = max(len(label) for label, _ in pairs) + 2
-    return "\n".join(f"{label + ':':<{width}}{value}" for label, value in pairs)
-
-
-def state_text(snapshot: Mapping[str, Any], run: RunView | None) -> str:
-    """``state``'s table: the checkpoint (a ``snapshot_json`` document), its run, its values."""
-    step = f"step {snapshot['step']}, by node {_cell(snapshot['node'], None)}"
-    lines = [
-        ("thread", _cell(snapshot["thread_id"], None)),
-        ("checkpoint", f"{snapshot['checkpoint_id']} ({step})"),
-        ("next", ", ".join(_cell(node, None) for node in snapshot["next"]) or "-"),
-        ("created", f"{_when(snapshot['created_at'])} UTC" if snapshot["created_at"] else "-"),
-    ]
-    if run is not None:
-        lines += [line for line in run_lines(run) if line[0] != "thread"]
-    values = to_json(snapshot["values"], indent=2)
-    return f"{block(lines)}\nvalues:\n{values}"
 
 
 def _hints(run: RunView, target: str, graph: CompiledGraph, env: list[str]) -> list[str]:
@@ -429,7 +319,7 @@ def _cancelled(
         print(to_json({"cancelled": cancelled, "run": after.to_json()}, indent=2), file=out)
     elif cancelled:
         print(
-            f"cancelled run {run.run_id} on thread {_cell(run.thread_id, None)}: it stops "
+            f"cancelled run {run.run_id} on thread {cell(run.thread_id, None)}: it stops "
             "before its next step (nodes already running finish), or stays where it was parked; "
             "its checkpoints stay, and a resume continues it",
             file=out,

@@ -51,7 +51,7 @@ import uuid
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING
 
-from langgraph_celery import _cli_runs
+from langgraph_celery import _cli_run_text, _cli_runs, _cli_start
 from langgraph_celery._cli_input import (
     MAX_JSON_DEPTH,
     UsageError,
@@ -60,9 +60,7 @@ from langgraph_celery._cli_input import (
     thread_id,
 )
 from langgraph_celery._cli_load import (
-    DEMO_TARGET,
     ImportFailure,
-    import_module,
     load_graph,
     missing_sqlite_file,
     no_database,
@@ -72,13 +70,10 @@ from langgraph_celery._cli_output import (
     ENV_VARIABLES,
     JSON_HELP,
     PROG,
-    absolute_sqlite,
     environment_flags,
     follow,
-    resume_command,
     snapshot_json,
     to_json,
-    worker_command,
 )
 from langgraph_celery._cli_prune import add_prune_parser, cmd_prune
 from langgraph_celery._cli_secrets import (
@@ -273,7 +268,7 @@ def cmd_state(args: argparse.Namespace, out: IO[str]) -> int:
         document["run"] = run.to_json() if run is not None else None
         print(to_json(document, indent=2), file=out)
     else:
-        print(_cli_runs.state_text(document, run), file=out)
+        print(_cli_run_text.state_text(document, run), file=out)
     return 0
 
 
@@ -311,73 +306,8 @@ def cmd_draw(args: argparse.Namespace, out: IO[str]) -> int:
     return 0
 
 
-def cmd_demo(args: argparse.Namespace, out: IO[str]) -> int:
-    from langgraph_celery.graph.types import GraphInput
-    from langgraph_celery.worker.embedded import needs_embedded_worker
-
-    graph = load_graph(DEMO_TARGET)
-    from langgraph_celery import demo
-
-    env = environment_flags(args)
-    thread_id = args.thread or f"demo-{uuid.uuid4().hex[:12]}"
-    embedded = needs_embedded_worker(graph)
-    database = os.environ.get(demo.DATABASE_ENV) or demo.DEFAULT_DATABASE_URL
-    print(
-        f"{PROG} demo: every node runs as a Celery task on "
-        f"{'a worker thread of this process' if embedded else 'your Celery workers'}\n"
-        f"  broker:      {masked(str(demo.app.conf.broker_url))}\n"
-        f"  checkpoints: {masked(database)}\n"
-        f"  thread:      {thread_id}",
-        file=out,
-    )
-    if not embedded:
-        # (the workers must open the same checkpoint store: a relative SQLite path, made absolute)
-        same_store = {demo.DATABASE_ENV: absolute_sqlite(database)}
-        print(f"  workers:     {worker_command('langgraph_celery.demo', same_store)}", file=out)
-    print("\n" + graph.get_graph("mermaid").content + "\n", file=out)
-    start = {"topic": args.topic, "recipient": "team@example.com"}
-    interruption = follow(graph, start, thread_id, target=DEMO_TARGET, env=env, out=out)
-    if interruption is None or args.park:
-        return 0
-    approval = {"approved": True}
-    print(
-        f"\napproving now, as `{resume_command(DEMO_TARGET, thread_id, approval, env)}` would:",
-        file=out,
-    )
-    follow(graph, GraphInput.resume(approval), thread_id, target=DEMO_TARGET, env=env, out=out)
-    return 0
-
-
-def cmd_worker(args: argparse.Namespace, out: IO[str]) -> int:
-    module_name, _, attribute = args.module.partition(":")
-    module = import_module(module_name)
-    app = getattr(module, attribute or "app", None) or getattr(module, "celery", None)
-    if app is None or not hasattr(app, "conf"):
-        raise UsageError(f"module {module_name!r} has no Celery app (expected `app` or `celery`)")
-    if str(app.conf.broker_url or "").startswith("memory://"):
-        raise UsageError(
-            f"{args.module} uses the in-memory broker (memory://), which no other process can "
-            "reach; `run`, `resume` and `demo` start a worker thread for it themselves. For "
-            "separate workers, give a real broker: --broker redis://..."
-        )
-    celery_args = list(args.celery_args)
-    if not any(arg.startswith(("-l", "--loglevel")) for arg in celery_args):
-        celery_args.insert(0, "--loglevel=INFO")
-    argv = [sys.executable, "-m", "celery", "-A", args.module, "worker", *celery_args]
-    out.flush()
-    sys.stderr.flush()
-    os.execv(sys.executable, argv)  # replaces this process; the environment carries over
-    return 0  # pragma: no cover - not reached
-
-
-def cmd_console(args: argparse.Namespace, out: IO[str]) -> int:
-    from langgraph_celery.console.command import run
-
-    return run(args, out, import_module, UsageError)
-
-
 COMMANDS = {
-    "demo": cmd_demo,
+    "demo": _cli_start.cmd_demo,
     "run": cmd_run,
     "resume": cmd_resume,
     "state": cmd_state,
@@ -386,9 +316,9 @@ COMMANDS = {
     "status": _cli_runs.cmd_status,
     "cancel": _cli_runs.cmd_cancel,
     "draw": cmd_draw,
-    "worker": cmd_worker,
+    "worker": _cli_start.cmd_worker,
     "prune": cmd_prune,
-    "console": cmd_console,
+    "console": _cli_start.cmd_console,
 }
 
 
