@@ -5,6 +5,7 @@ guards; ``SurviveBrokerLoss`` (``survive_broker_loss``) end to end in
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -106,6 +107,99 @@ def test_a_message_celery_cannot_read_stops_a_worker_only_without_the_guard(
     finally:
         worker.kill()  # what it did is in its log already
         client.close()
+
+
+def _envelope(queue: str, **changes: Any) -> dict[str, Any]:
+    """A kombu Redis envelope of a good ``guard.add(1, 1)`` message on ``queue``, changed."""
+    good: dict[str, Any] = {
+        "body": base64.b64encode(json.dumps([[1, 1], {}, {}]).encode()).decode(),
+        "content-encoding": "utf-8",
+        "content-type": "application/json",
+        "headers": {"lang": "py", "task": "guard.add", "id": str(uuid.uuid4())},
+        "properties": {
+            "delivery_tag": str(uuid.uuid4()),
+            "delivery_info": {"exchange": queue, "routing_key": queue},
+            "priority": 0,
+            "body_encoding": "base64",
+        },
+    }
+    for key, value in changes.items():
+        if key in ("delivery_tag", "delivery_info", "body_encoding"):
+            good["properties"][key] = value
+        elif value is None:
+            good.pop(key)
+        else:
+            good[key] = value
+    return good
+
+
+#: Items of a queue's Redis list that kombu cannot make a message of, each with what the guard
+#: logs of it.
+_UNREADABLE: dict[str, tuple[Any, str]] = {
+    "not-json": (b"garbage{", "it is not JSON"),
+    "not-utf8": (b"\xff\xfe{", "it is not JSON"),
+    "a-list": ([1, 2], "it must be a mapping, got list"),
+    "no-properties": ({"properties": None}, "KeyError"),
+    "no-delivery-tag": ({"delivery_tag": None}, "KeyError"),
+    "body-not-base64": ({"body": "!!!x"}, "Error"),
+    "unknown-body-encoding": ({"body_encoding": "rot13"}, "AttributeError"),
+    "headers-a-list": ({"headers": ["task"]}, "list"),
+    "delivery-info-a-text": ({"delivery_info": "x"}, "str"),
+}
+
+
+def _unreadable(queue: str, case: str) -> bytes:
+    item, _ = _UNREADABLE[case]
+    if isinstance(item, bytes):
+        return item
+    if isinstance(item, list):
+        return json.dumps(item).encode()
+    changes = {k: v for k, v in item.items() if not (k == "delivery_tag" and v is None)}
+    envelope = _envelope(queue, **changes)
+    if "delivery_tag" in item:
+        del envelope["properties"]["delivery_tag"]
+    return json.dumps(envelope).encode()
+
+
+@pytest.mark.parametrize("guarded", [True, False], ids=["guarded", "guard-off"])
+def test_an_envelope_kombu_cannot_read_is_dropped_and_the_worker_serves_on(
+    celery_redis_url: str, tmp_path: Path, guarded: bool
+) -> None:
+    """On Redis a message is a JSON envelope in the queue's list, which kombu reads in the
+    worker's event loop before Celery sees it: one that is not JSON, not a mapping, or that
+    kombu cannot make a message of (no properties or delivery tag, a body its encoding cannot
+    decode) stopped the worker.  With the guard each is dropped with a log line and the
+    worker serves the next task; without it (``guard_task_messages=False``) the first stops
+    the worker."""
+    import redis
+
+    queue = f"guard-{uuid.uuid4().hex[:8]}"
+    env = app_env(
+        APPS_DIR, {"GUARD_BROKER_URL": celery_redis_url, "GUARD_OFF": "0" if guarded else "1"}
+    )
+    worker = launch_worker("guard_app", [queue], queue, env, tmp_path / "worker.log", 1)
+    client = Celery("guard-client", broker=celery_redis_url, backend=celery_redis_url)
+    store = redis.Redis.from_url(celery_redis_url)
+    try:
+        assert client.send_task("guard.add", (1, 1), queue=queue).get(timeout=30) == 2
+        # (BRPOP takes the list's right end: the first pushed is read first)
+        store.rpush(queue, *(_unreadable(queue, case) for case in sorted(_UNREADABLE)))
+        if not guarded:
+            wait_until(lambda: not worker.alive(), 30, 0.1, "the unguarded worker to stop")
+            assert "Unrecoverable error" in worker.log()
+            return
+        assert client.send_task("guard.add", (2, 1), queue=queue).get(timeout=30) == 3
+        dropped = re.findall(r"Dropped a message on the broker .*?: (.*)", worker.log())
+        assert len(dropped) == len(_UNREADABLE), worker.log()
+        for case, found in zip(sorted(_UNREADABLE), reversed(dropped), strict=True):
+            assert _UNREADABLE[case][1] in found, (case, found)
+        assert worker.alive()
+        assert "Unrecoverable error" not in worker.log()
+        assert store.llen(queue) == 0
+    finally:
+        worker.kill()
+        client.close()
+        store.close()
 
 
 def _message(headers: dict[str, Any], body: Any = None) -> Any:

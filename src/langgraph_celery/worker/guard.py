@@ -24,6 +24,9 @@ one with an ``expires`` (a node task never has one): Celery discards an expired 
 revoked and adds its id to the worker's revoked ids, so that an expired copy of a step's message
 under the step's own task id would have the step's real message (its retry waiting for its
 countdown, a redelivery) discarded as revoked, and the run cancelled.
+On Redis it also checks each envelope kombu reads from a queue's list before Celery's consumer
+sees it (:mod:`langgraph_celery.worker.envelopes`): one kombu cannot make a message of is
+dropped with a log line instead of stopping the worker.
 ``CeleryExecutor(app)`` adds it to the app's consumer steps; ``CeleryExecutor(app,
 guard_task_messages=False)`` does not (``tests/celery/test_celery_consumer_steps.py`` shows a
 worker without it stopped by such a message).
@@ -38,6 +41,7 @@ from celery import bootsteps
 from celery.exceptions import InvalidTaskError
 
 from langgraph_celery.worker import names
+from langgraph_celery.worker.envelopes import guard_redis_envelopes
 
 __all__ = ["GuardTaskMessages", "check_task_message"]
 
@@ -179,7 +183,8 @@ def _node_limits(consumer: Any, name: str) -> tuple[Any, Any] | None:
 class GuardTaskMessages(bootsteps.StartStopStep):  # type: ignore[misc]
     """Wraps the strategy of every task the consumer knows with :func:`check_task_message`,
     and its lookup of a message's task and handling of messages for unknown tasks (before its
-    event loop builds the message handler from them)."""
+    event loop builds the message handler from them); on Redis, guards the task consumer's
+    channel against envelopes kombu cannot read."""
 
     requires = ("celery.worker.consumer.tasks:Tasks",)
 
@@ -193,3 +198,5 @@ class GuardTaskMessages(bootsteps.StartStopStep):  # type: ignore[misc]
                 consumer.strategies[name] = guarded
         if "on_unknown_task" not in vars(consumer):
             consumer.on_unknown_task = _guarded_unknown_task(consumer, consumer.on_unknown_task)
+        task_consumer = getattr(consumer, "task_consumer", None)
+        guard_redis_envelopes(getattr(task_consumer, "channel", None))

@@ -1,0 +1,108 @@
+"""Transport envelopes a worker cannot read, dropped with a log line instead of stopping it.
+
+On Redis, kombu keeps each message as a JSON *envelope* in the queue's list (the body, its
+encoding, the headers and the delivery properties) and reads it in the worker's event loop
+before Celery's consumer sees anything: an item that is not JSON, not a mapping, lacks
+``properties`` or a ``delivery_tag``, or whose body its ``body_encoding`` cannot decode raised
+out of that loop and stopped the worker ("Unrecoverable error").  It was already popped from the
+list, so it stopped only one worker; but anyone who could push to the broker could stop every
+worker in turn.
+
+:func:`guard_redis_envelopes`, installed on the task consumer's channel by
+:class:`~langgraph_celery.worker.guard.GuardTaskMessages` at every start of the consumer,
+checks each envelope as kombu reads it: one it cannot read is logged (its queue and the start
+of the text) and dropped, and the worker serves on.  Nothing else changes: an envelope kombu
+reads goes to Celery's consumer as before, whose own checks (and the guard's) refuse a bad task
+message.  Other transports hand the worker whole messages (AMQP's frames are parsed by the
+broker and by ``py-amqp``, whose body errors Celery's consumer handles), so there is nothing
+to guard there.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+__all__ = ["MalformedEnvelope", "envelope_problem", "guard_redis_envelopes"]
+
+log = logging.getLogger("langgraph_celery.worker")
+
+#: How much of a dropped envelope the log line shows.
+_SHOWN = 200
+
+
+class MalformedEnvelope(Exception):
+    """An envelope kombu's Redis transport cannot make a message of."""
+
+
+def envelope_problem(message: Any) -> str | None:
+    """What is wrong with a message kombu made of an envelope, for Celery's consumer (which
+    reads its headers, properties and delivery information as mappings); ``None`` if nothing."""
+    for name in ("headers", "properties", "delivery_info"):
+        value = getattr(message, name, None)
+        if not isinstance(value, dict):
+            return f"its {name} must be a mapping, got {type(value).__name__}"
+    return None
+
+
+def _checked_messages(channel: Any, made: list[bool]) -> type:
+    """A subclass of ``channel``'s message class (kombu checks messages against it) refusing
+    with :class:`MalformedEnvelope` an envelope it cannot make a message of; records in
+    ``made`` that an envelope got that far (it was JSON)."""
+    base: type = type(channel).Message
+
+    class CheckedMessage(base):  # type: ignore[misc]
+        def __init__(self, payload: Any, channel: Any = None, **kwargs: Any) -> None:
+            made.append(True)
+            if not isinstance(payload, dict):
+                raise MalformedEnvelope(f"it must be a mapping, got {type(payload).__name__}")
+            try:
+                super().__init__(payload, channel=channel, **kwargs)
+            except Exception as error:
+                raise MalformedEnvelope(f"{type(error).__name__}: {error}") from error
+            problem = envelope_problem(self)
+            if problem is not None:
+                raise MalformedEnvelope(problem)
+
+    CheckedMessage.__qualname__ = CheckedMessage.__name__ = base.__name__
+    return CheckedMessage
+
+
+def guard_redis_envelopes(channel: Any) -> bool:
+    """Check every envelope ``channel`` (a kombu Redis channel consuming task queues) reads
+    with ``BRPOP``: one that is not JSON, or that kombu cannot make a message of, is logged and
+    dropped (it is already off the queue).  Idempotent; returns whether ``channel`` is one this
+    applies to (kombu's Redis channels)."""
+    handlers = getattr(channel, "handlers", None)
+    if not isinstance(handlers, dict) or "BRPOP" not in handlers:
+        return False
+    read = handlers["BRPOP"]
+    if getattr(read, "__guarded_envelopes__", False):
+        return True
+    made: list[bool] = []
+    channel.Message = _checked_messages(channel, made)
+
+    def guarded_read(**options: Any) -> Any:
+        made.clear()
+        try:
+            return read(**options)
+        except MalformedEnvelope as error:
+            _dropped(channel, str(error))
+        except (ValueError, TypeError) as error:
+            if made:  # (raised past the envelope: Celery's consumer and what it calls)
+                raise
+            _dropped(channel, f"it is not JSON ({type(error).__name__}: {error})")
+        return True
+
+    guarded_read.__guarded_envelopes__ = True  # type: ignore[attr-defined]
+    handlers["BRPOP"] = guarded_read
+    return True
+
+
+def _dropped(channel: Any, problem: str) -> None:
+    queues = ", ".join(sorted(getattr(channel, "_active_queues", ()) or ())) or "?"
+    log.error(
+        "Dropped a message on the broker that kombu cannot read (from one of the queues %s): %s",
+        queues,
+        problem[:_SHOWN],
+    )
