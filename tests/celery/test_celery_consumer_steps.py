@@ -138,6 +138,7 @@ def _envelope(queue: str, **changes: Any) -> dict[str, Any]:
 _UNREADABLE: dict[str, tuple[Any, str]] = {
     "not-json": (b"garbage{", "it is not JSON"),
     "not-utf8": (b"\xff\xfe{", "it is not JSON"),
+    "too-deep": (b"[" * 100_000, "RecursionError"),
     "a-list": ([1, 2], "it must be a mapping, got list"),
     "no-properties": ({"properties": None}, "KeyError"),
     "no-delivery-tag": ({"delivery_tag": None}, "KeyError"),
@@ -168,9 +169,9 @@ def test_an_envelope_kombu_cannot_read_is_dropped_and_the_worker_serves_on(
     """On Redis a message is a JSON envelope in the queue's list, which kombu reads in the
     worker's event loop before Celery sees it: one that is not JSON, not a mapping, or that
     kombu cannot make a message of (no properties or delivery tag, a body its encoding cannot
-    decode) stopped the worker.  With the guard each is dropped with a log line and the
-    worker serves the next task; without it (``guard_task_messages=False``) the first stops
-    the worker."""
+    decode), or nested deeper than Python's JSON parser goes, stopped the worker.  With the
+    guard each is dropped with a log line and the worker serves the next task; without it
+    (``guard_task_messages=False``) the first stops the worker."""
     import redis
 
     queue = f"guard-{uuid.uuid4().hex[:8]}"

@@ -2,20 +2,19 @@
 
 On Redis, kombu keeps each message as a JSON *envelope* in the queue's list (the body, its
 encoding, the headers and the delivery properties) and reads it in the worker's event loop
-before Celery's consumer sees anything: an item that is not JSON, not a mapping, lacks
-``properties`` or a ``delivery_tag``, or whose body its ``body_encoding`` cannot decode raised
-out of that loop and stopped the worker ("Unrecoverable error").  It was already popped from the
-list, so it stopped only one worker; but anyone who could push to the broker could stop every
-worker in turn.
+before Celery's consumer sees anything: an item that is not JSON (or nested deeper than Python's
+parser goes), not a mapping, lacks ``properties`` or a ``delivery_tag``, or whose body its
+``body_encoding`` cannot decode raised out of that loop and stopped the worker ("Unrecoverable
+error").  It was already popped from the list, so it stopped only one worker; but anyone who
+could push to the broker could stop every worker in turn.
 
 :func:`guard_redis_envelopes`, installed on the task consumer's channel by
-:class:`~langgraph_celery.worker.guard.GuardTaskMessages` at every start of the consumer,
-checks each envelope as kombu reads it: one it cannot read is logged (its queue and the start
-of the text) and dropped, and the worker serves on.  Nothing else changes: an envelope kombu
-reads goes to Celery's consumer as before, whose own checks (and the guard's) refuse a bad task
-message.  Other transports hand the worker whole messages (AMQP's frames are parsed by the
-broker and by ``py-amqp``, whose body errors Celery's consumer handles), so there is nothing
-to guard there.
+:class:`~langgraph_celery.worker.guard.GuardTaskMessages` at every start of the consumer, checks
+each envelope as kombu reads it: one it cannot read is logged (its queue and the start of the
+text) and dropped, and the worker serves on.  Nothing else changes: an envelope kombu reads goes
+to Celery's consumer as before, whose own checks (and the guard's) refuse a bad task message.
+Other transports hand the worker whole messages (AMQP's frames are parsed by the broker and by
+``py-amqp``, whose body errors Celery's consumer handles), so there is nothing to guard there.
 """
 
 from __future__ import annotations
@@ -88,9 +87,10 @@ def guard_redis_envelopes(channel: Any) -> bool:
             return read(**options)
         except MalformedEnvelope as error:
             _dropped(channel, str(error))
-        except (ValueError, TypeError) as error:
+        except (ValueError, TypeError, RecursionError) as error:
             if made:  # (raised past the envelope: Celery's consumer and what it calls)
                 raise
+            # (RecursionError: JSON nested deeper than the parser goes)
             _dropped(channel, f"it is not JSON ({type(error).__name__}: {error})")
         return True
 
