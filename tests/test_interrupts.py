@@ -283,12 +283,46 @@ def test_interruptible_action_stops_with_its_metadata(saver: BaseCheckpointSaver
     assert action.ran == 0
     assert graph.get_state(CFG).next == ("approval",)
 
-    # resumed: runs without being asked again (even though "approved" is still unset)
+    # resumed without approval: asked again before it runs, and it stops the run again
     nodes, result = run(graph, GraphInput.resume())
+    assert nodes == []
+    assert result.as_interruption_metadata().node_id == "approval"
+    assert len(action.asked) == 2
+    assert action.ran == 0
+    assert graph.get_state(CFG).next == ("approval",)
+
+    # resumed with the approval in the update: asked with the merged state, and it runs
+    nodes, result = run(graph, GraphInput.resume({"approved": True}))
     assert nodes == ["approval", END]
-    assert result.as_state_data() == {"log": ["a", "approval"], "x": 1}
-    assert len(action.asked) == 1
+    assert result.as_state_data() == {"log": ["a", "approval"], "x": 1, "approved": True}
+    assert action.asked[-1] == ("approval", {"log": ["a"], "x": 1, "approved": True}, "approval")
+    assert len(action.asked) == 3
     assert action.ran == 1
+
+
+def test_a_resumed_interruptible_action_reads_the_resume_config(
+    saver: BaseCheckpointSaver,
+) -> None:
+    """LangGraph4j's ``InterruptionTest.dynamicInterruption``: the action is asked on resume
+    too, with the resume's config, whose metadata may tell it to let the node run."""
+
+    class Flagged(Approval):
+        def interrupt(
+            self, node_id: str, state: AgentState, config: RunnableConfig
+        ) -> InterruptionMetadata | None:
+            self.asked.append((node_id, dict(state.data), config.node_id))
+            if config.metadata.get("go_on"):
+                return None
+            return InterruptionMetadata(node_id, state, "stop")
+
+    action = Flagged()
+    graph = approval_graph(saver, action)
+    run(graph, {"x": 1})
+    assert run(graph, GraphInput.resume())[0] == []
+    nodes, _ = run(graph, GraphInput.resume(), CFG.put_metadata("go_on", True))
+    assert nodes == ["approval", END]
+    assert action.ran == 1
+    assert len(action.asked) == 3
 
 
 def test_interruptible_action_that_lets_the_run_through(saver: BaseCheckpointSaver) -> None:
@@ -312,6 +346,8 @@ class AsyncApproval:
     ) -> InterruptionMetadata | None:
         self.asked += 1
         await asyncio.sleep(0)
+        if state.value("approved"):
+            return None
         return InterruptionMetadata(node_id, state, "async approval")
 
     async def __call__(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
@@ -329,9 +365,9 @@ def test_async_interruptible_action(saver: BaseCheckpointSaver) -> None:
     assert result.as_interruption_metadata().node_id == "gate"
     assert result.as_interruption_metadata().reason == "async approval"
     assert compiled.get_state(CFG).next == ("gate",)
-    final = compiled.invoke(GraphInput.resume(), CFG)
+    final = compiled.invoke(GraphInput.resume({"approved": True}), CFG)
     assert final.value("log") == ["approved"]
-    assert action.asked == 1
+    assert action.asked == 2
     assert action.configs == ["gate"]
 
 

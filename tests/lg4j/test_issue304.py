@@ -3,7 +3,8 @@ also implements ``InterruptibleAction`` keeps it whatever its form.  In LangGrap
 are the ``NodeAction``, ``NodeActionWithConfig`` and ``AsyncNodeAction`` interfaces and the
 ``node_async``/``AsyncNodeActionWithConfig.of`` adapters that wrap them; here they are a callable
 taking ``(state)``, one taking ``(state, config)`` and an async one, each given to ``add_node``
-as it is: the tests check the action is an ``InterruptibleAction`` and that the run asks it.
+as it is: the tests check the action is an ``InterruptibleAction`` and that the run asks it
+(on resume too: LangGraph4j's runner asks before every run of the node).
 Not ported: ``nodeActionProxy``, about Java's dynamic proxies.
 """
 
@@ -84,4 +85,8 @@ def test_interruptible_action_keeps_its_interrupt(action: Any) -> None:
     assert interruption.node_id == "node1"
     assert dict(interruption.state.data) == {"input": "x"}
 
-    assert graph.invoke(GraphInput.resume(), config).value("k1") == "v1"
+    # asked again before the resumed node runs: an action that always interrupts stops again
+    resumed = graph.stream(GraphInput.resume(), config)
+    assert [output.node for output in resumed] == []
+    assert resumed.result.as_interruption_metadata().node_id == "node1"
+    assert graph.get_state(config).next == ("node1",)

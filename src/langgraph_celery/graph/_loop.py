@@ -182,8 +182,10 @@ def decide_next(
     """What to do from a stored ``checkpoint`` whose step has not run.
 
     The invocation's steps so far are the checkpoint's (:func:`steps_taken`); ``interruptible``
-    the graph's nodes whose actions implement ``InterruptibleAction``.  A resumed checkpoint's
-    tasks run without stopping before them again.
+    the graph's nodes whose actions implement ``InterruptibleAction``, asked before every run of
+    their node (SPEC §5, LangGraph4j's runner), a resumed one too: the action decides, from the
+    state the resume's update went into or the config's metadata, whether to stop again.  A
+    resumed checkpoint's tasks run without stopping at ``interrupt_before`` again.
     """
     extra = checkpoint.extra
     if extra and extra.get(Extra.EDGES_PENDING):
@@ -199,7 +201,7 @@ def decide_next(
     if extra and steps_taken(checkpoint) >= limit:
         return fail(checkpoint.next[0], recursion_error(limit, checkpoint.next))
     ask: tuple[str, ...] = ()
-    if not resumed and interruptible:
+    if interruptible:
         ask = tuple(dict.fromkeys(t.node for t in tasks if t.node in interruptible))
     return Decision(Action.DISPATCH, tasks=tasks, ask=ask)
 
