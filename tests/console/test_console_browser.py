@@ -117,6 +117,40 @@ def test_approve_with_an_edited_update(tab: Watched, graphs: Graphs) -> None:
     assert values(graphs, thread)["sent"] is True
 
 
+def test_tab_moves_on_from_a_json_editor(tab: Watched, graphs: Graphs) -> None:
+    """The keyboard is never trapped in an editor: Tab goes on to the next control (towards
+    Approve) and leaves the update as it was."""
+    run_id, _ = park(graphs.letters, {"name": "Tab"})
+    tab.go("/inbox")
+    card = tab.page.locator(f"#run-{run_id}")
+    editor = card.locator("textarea[name=update]")
+    before = editor.input_value()
+    editor.focus()
+    tab.page.keyboard.press("Tab")
+    assert editor.input_value() == before
+    focused = tab.page.evaluate("document.activeElement.getAttribute('name')")
+    assert focused != "update"
+    for _ in range(6):  # on, in page order, to the buttons
+        if tab.page.evaluate("document.activeElement.dataset.action") == "approve":
+            break
+        tab.page.keyboard.press("Tab")
+    assert tab.page.evaluate("document.activeElement.dataset.action") == "approve"
+
+
+def test_a_long_value_leaves_the_history_readable(tab: Watched, graphs: Graphs) -> None:
+    """A state value of tens of kilobytes does not squeeze the history's narrow columns: the
+    Fork button stays on one line and the node names whole."""
+    run_id, thread = park(graphs.letters, {"name": "L" * 60_000})
+    tab.go(f"/runs/{run_id}")
+    button = tab.page.locator("button[data-action=fork]").first
+    box = button.bounding_box()
+    assert box is not None and box["width"] > box["height"], box
+    node = tab.page.locator("table.history code.node", has_text="draft").first
+    node_box = node.bounding_box()
+    assert node_box is not None and node_box["width"] > node_box["height"], node_box
+    assert thread
+
+
 def test_approve_with_the_form_of_a_pydantic_model(tab: Watched, graphs: Graphs) -> None:
     run_id, thread = park(graphs.refunds, {"name": "Wes"})
     tab.go("/inbox")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import types
 from datetime import UTC, datetime
@@ -12,7 +13,7 @@ from pydantic import BaseModel
 
 from langgraph_celery import END, START, StateGraph
 from langgraph_celery.console.diagram import layout, render_svg
-from langgraph_celery.console.diff import Change, diff_states
+from langgraph_celery.console.diff import Change, compact, diff_states, pretty
 from langgraph_celery.console.forms import (
     approval_form,
     forms_of,
@@ -103,11 +104,41 @@ def test_a_submitted_form_becomes_the_validated_update_or_field_errors() -> None
     )
     assert update is None
     errors = {f.name: f.error for f in checked.fields if f.error}
-    assert set(errors) == {"labels"}  # JSON first; the model is asked once the JSON parses
+    # every field's error at once: the JSON that did not parse, and what the model refuses
+    assert set(errors) == {"labels", "count"}
+    assert "not valid JSON" in (errors["labels"] or "")
     update, checked = parse_form(form, {"field.count": "many", "field.labels": "[]"})
     assert update is None
     assert {f.name for f in checked.fields if f.error} == {"count"}
     assert next(f for f in checked.fields if f.name == "count").value == "many"
+
+
+class Signed(BaseModel):
+    name: str
+    remark: str = "none"
+
+
+def test_shown_json_escapes_the_characters_that_reorder_text() -> None:
+    """A right-to-left override in state would show the JSON after it reversed to a reviewer
+    ("Trojan Source"): shown JSON escapes the layout controls, and stays the same JSON."""
+    value = {"to": "alice\u202e@evil\u2066", "mark": "\u200f"}
+    for text in (pretty(value), compact(value)):
+        assert not any(ch in text for ch in "\u202e\u2066\u200f")
+        assert "\\u202e" in text and "\\u2066" in text and "\\u200f" in text
+        assert json.loads(text) == value
+    assert compact({"plain": "héllo ✓"}) == '{"plain": "héllo ✓"}'
+
+
+def test_a_required_text_box_left_empty_is_field_required() -> None:
+    """An empty box of a required ``str`` is the field missing, not ``""``; an optional one
+    keeps what was typed, the empty text included."""
+    form = approval_form({"schema": schema_ref(Signed)}, [])
+    assert [f.required for f in form.fields] == [True, False]
+    update, checked = parse_form(form, {"field.name": "", "field.remark": ""})
+    assert update is None
+    assert {f.name: f.error for f in checked.fields if f.error} == {"name": "Field required"}
+    update, _ = parse_form(form, {"field.name": "Ada", "field.remark": ""})
+    assert update == {"name": "Ada", "remark": ""}
 
 
 def test_console_forms_names_the_model_of_a_node_without_metadata() -> None:

@@ -134,6 +134,23 @@ def test_state_changing_requests_need_the_sessions_csrf_token(
     assert client.post(url, headers={"x-csrf-token": token}).status_code == 200
 
 
+def test_a_refused_form_post_gets_a_page_not_json(client: TestClient, graphs: Graphs) -> None:
+    """A browser's form post with a stale token (the console restarted under an open page) is
+    refused with a page that says what to do, not bare JSON; the API still answers JSON."""
+    run_id, _ = park(graphs.letters, {"name": "Sid"})
+    html_accept = {"accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    page = client.post(
+        "/actions/approve", data={"run_id": run_id, "csrf_token": "stale"}, headers=html_accept
+    )
+    assert page.status_code == 403
+    assert page.headers["content-type"].startswith("text/html")
+    assert "CSRF token" in page.text and "reload the page" in page.text
+    assert 'href="/inbox"' in page.text
+    api = client.post(f"/api/runs/{run_id}/cancel", headers=html_accept)
+    assert api.status_code == 403 and "CSRF" in api.json()["detail"]
+    assert graphs.saver.get_run(run_id).status.value == "parked"
+
+
 def test_a_csrf_token_belongs_to_its_session(catalog: Catalog, graphs: Graphs) -> None:
     run_id, _ = park(graphs.letters, {"name": "Rae"})
     with (

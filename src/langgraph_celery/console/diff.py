@@ -8,6 +8,7 @@ and pydantic models): :func:`jsonable` turns it into plain JSON types for pages 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,14 +25,25 @@ def jsonable(value: Any) -> Any:
     return to_jsonable_python(value, fallback=repr)
 
 
+#: Characters that change how the text around them is laid out without showing themselves:
+#: bidirectional embeddings, overrides and isolates, and direction marks.  In state shown to a
+#: reviewer a right-to-left override would show the JSON after it reversed ("Trojan Source"),
+#: so the JSON text shows them as ``\\uXXXX`` escapes (still the same JSON).
+_LAYOUT_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _shown(text: str) -> str:
+    return _LAYOUT_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def compact(value: Any) -> str:
-    """``value`` as one line of JSON text."""
-    return json.dumps(jsonable(value), ensure_ascii=False)
+    """``value`` as one line of JSON text (layout controls escaped)."""
+    return _shown(json.dumps(jsonable(value), ensure_ascii=False))
 
 
 def pretty(value: Any) -> str:
-    """``value`` as indented JSON text."""
-    return json.dumps(jsonable(value), indent=2, ensure_ascii=False, sort_keys=False)
+    """``value`` as indented JSON text (layout controls escaped)."""
+    return _shown(json.dumps(jsonable(value), indent=2, ensure_ascii=False, sort_keys=False))
 
 
 @dataclass(frozen=True)

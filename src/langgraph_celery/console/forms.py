@@ -254,8 +254,9 @@ def parse_form(
             shown[item.name] = text is not None
             continue
         shown[item.name] = text or ""
-        if text is None or (text == "" and item.kind != "text" and item.kind != "textarea"):
-            continue  # left empty: the model's default, or "field required"
+        textual = item.kind in ("text", "textarea")
+        if text is None or (text == "" and (item.required or not textual)):
+            continue  # left empty: the model's default, or "field required" (a required box too)
         if item.kind == "json":
             try:
                 raw[item.name] = json.loads(text)
@@ -263,13 +264,15 @@ def parse_form(
                 errors[item.name] = f"not valid JSON: {error}"
             continue
         raw[item.name] = text
-    if not errors:
-        try:
-            return model.model_validate(raw).model_dump(mode="json"), form
-        except ValidationError as error:
-            for problem in error.errors():
-                where = problem["loc"][0] if problem["loc"] else "__root__"
-                errors.setdefault(str(where), problem["msg"])
+    # (validated even when a JSON field did not parse, so every field's error shows at once)
+    try:
+        update = model.model_validate(raw).model_dump(mode="json")
+        if not errors:
+            return update, form
+    except ValidationError as error:
+        for problem in error.errors():
+            where = problem["loc"][0] if problem["loc"] else "__root__"
+            errors.setdefault(str(where), problem["msg"])
     fields = [
         FormField(
             f.name,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import html
 import json
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -87,16 +88,43 @@ def _same(a: str, b: str) -> bool:
     return hmac.compare_digest(a.encode(), b.encode())
 
 
+#: What a browser gets for a refused form post: a page, not JSON (the console's own templates
+#: are out of reach here, before the app).
+_REFUSED_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>error {status}</title>
+<link rel="stylesheet" href="/static/console.css"></head>
+<body><main><h1>Error {status}</h1><p class="notice error" role="alert">{text}</p>
+<p>Go back (the browser keeps what you typed), reload the page, and send it again.</p>
+<p><a href="/inbox">Approvals</a> · <a href="/runs">Runs</a></p></main></body></html>
+"""
+
+
+def _wants_html(scope: Scope, headers: dict[str, str]) -> bool:
+    """A browser's request for a page (not the JSON API)."""
+    return not str(scope.get("path", "")).startswith("/api/") and "text/html" in headers.get(
+        "accept", ""
+    )
+
+
 async def _reply(
-    send: Send, status: int, text: str, headers: list[tuple[bytes, bytes]] | None = None
+    send: Send,
+    status: int,
+    text: str,
+    headers: list[tuple[bytes, bytes]] | None = None,
+    page: bool = False,
 ) -> None:
-    body = json.dumps({"detail": text}).encode()
+    if page:
+        body = _REFUSED_PAGE.format(status=status, text=html.escape(text)).encode()
+        kind = b"text/html; charset=utf-8"
+    else:
+        body = json.dumps({"detail": text}).encode()
+        kind = b"application/json"
     await send(
         {
             "type": "http.response.start",
             "status": status,
             "headers": [
-                (b"content-type", b"application/json"),
+                (b"content-type", kind),
                 (b"content-length", str(len(body)).encode()),
                 (b"cache-control", b"no-store"),
                 *SECURITY_HEADERS,
@@ -149,7 +177,7 @@ class Guard:
         if scope["method"] not in SAFE_METHODS and not bearer:
             receive_or_error = await self._check_csrf(scope, receive, headers, cookies)
             if isinstance(receive_or_error, str):
-                await _reply(send, 403, receive_or_error)
+                await _reply(send, 403, receive_or_error, page=_wants_html(scope, headers))
                 return
             receive = receive_or_error
 

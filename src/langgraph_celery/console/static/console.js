@@ -102,15 +102,8 @@
 
   document.querySelectorAll("textarea[data-json-editor]").forEach(function (textarea) {
     checkJson(textarea);
+    // (Tab is left to the browser: it moves on to the next control, never traps the keyboard)
     textarea.addEventListener("input", function () { markDirty(); checkJson(textarea); });
-    textarea.addEventListener("keydown", function (event) {
-      if (event.key === "Tab" && !event.shiftKey) {  // indent instead of leaving the editor
-        event.preventDefault();
-        var start = textarea.selectionStart;
-        textarea.setRangeText("  ", start, textarea.selectionEnd, "end");
-        checkJson(textarea);
-      }
-    });
   });
 
   document.querySelectorAll("form[data-watch-dirty] input, form[data-watch-dirty] select").forEach(function (input) {
