@@ -63,6 +63,27 @@ def test_runs_are_listed_by_graph_and_status_newest_first_a_page_at_a_time(
     assert [run["run_id"] for run in following["runs"]] == [ids[1]]
 
 
+def test_an_unknown_status_filter_is_refused_as_an_unknown_graph_is(client: TestClient) -> None:
+    page = {"accept": "text/html"}
+    bogus = client.get("/runs?status=bogus", headers=page)
+    assert bogus.status_code == 404
+    assert "no run status &#39;bogus&#39;" in bogus.text or "no run status 'bogus'" in bogus.text
+    assert "parked" in bogus.text  # (the statuses there are)
+    assert client.get("/runs?graph=nope", headers=page).status_code == 404
+    assert client.get("/runs?status=", headers=page).status_code == 200  # (all statuses)
+    assert client.get("/runs?status=parked", headers=page).status_code == 200
+
+
+def test_a_later_page_of_runs_links_back_to_the_newest(client: TestClient, graphs: Graphs) -> None:
+    first, _ = park(graphs.letters, {"name": "Pag"})
+    park(graphs.letters, {"name": "Ina"})
+    page = {"accept": "text/html"}
+    newest = client.get("/runs?graph=letters&status=parked", headers=page).text
+    assert "data-newest" not in newest
+    older = client.get(f"/runs?graph=letters&status=parked&before={first}", headers=page).text
+    assert 'href="/runs?graph=letters&amp;status=parked" data-newest' in older
+
+
 def test_the_inbox_gives_reason_metadata_deadline_and_the_form_of_the_named_model(
     client: TestClient, graphs: Graphs
 ) -> None:

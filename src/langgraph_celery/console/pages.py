@@ -202,7 +202,10 @@ async def runs(
     status: str | None = None,
     before: str | None = None,
 ) -> Response:
-    chosen = RunStatus(status) if status in {s.value for s in RunStatus} else None
+    statuses = [s.value for s in RunStatus]
+    if status and status not in statuses:  # (as an unknown graph: refused, not ignored)
+        raise CatalogError(f"no run status {status!r} (statuses: {', '.join(statuses)})")
+    chosen = RunStatus(status) if status else None
     graph = graph or None
     page = await console.call(
         lambda: list_runs(console.catalog, graph, chosen, limit=50, before=before, detail=False)
@@ -212,9 +215,10 @@ async def runs(
         "runs.html",
         runs=page.runs,
         next_before=page.next_before,
+        before=before,
         graph=graph,
         status=chosen.value if chosen else None,
-        statuses=[s.value for s in RunStatus],
+        statuses=statuses,
     )
 
 
