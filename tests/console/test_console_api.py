@@ -249,6 +249,7 @@ def test_a_run_of_an_in_process_graph_is_approved_in_the_consoles_process(
     assert reply.status_code == 200, reply.text
     wait_status(graphs, run_id, RunStatus.COMPLETED)
     assert state(graphs, thread)["sent"] is True
+    assert "the run completed" in str(reply.json()), reply.json()
 
 
 def test_unknown_runs_and_bad_bodies_are_answered_with_what_is_wrong(client: TestClient) -> None:

@@ -183,7 +183,7 @@ class Steering:
             raise SteeringError(redact(str(error))) from error
         except Exception as error:
             return f"; the run stopped with {redact(f'{type(error).__name__}: {error}')}"
-        return "; the run stopped (see its status)"
+        return _where_it_stopped(graph, config)
 
     # -- cancelling ---------------------------------------------------------------------------
 
@@ -254,3 +254,14 @@ def _log_failure(future: Future[Any]) -> None:
     error = future.exception()
     if error is not None and not isinstance(error, GraphStateError):
         log.info("a run the console started in process stopped: %s", redact(repr(error)))
+
+
+def _where_it_stopped(graph: Any, config: RunnableConfig) -> str:
+    """A note on how a run that returned in process ended: completed, or parked where."""
+    try:
+        pending = graph.get_state(RunnableConfig(thread_id=config.thread_id)).next
+    except Exception:  # (the note only: the run's own page tells)
+        return "; the run stopped (see its status)"
+    if pending:
+        return f"; the run parked at {', '.join(pending)}"
+    return "; the run completed"
