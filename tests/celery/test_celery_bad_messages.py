@@ -14,7 +14,7 @@ from celery import Celery
 from lgc_graphs import chain
 
 from celery_support import CeleryStack, wait_until
-from langgraph_celery import CompileConfig, GraphDefinitionError, RunnableConfig
+from langgraph_celery import CompileConfig, GraphDefinitionError, GraphInput, RunnableConfig
 from langgraph_celery.celery import CeleryExecutor, RunHandle
 from langgraph_celery.checkpoint import Checkpoint, MemorySaver, SqlSaver
 from langgraph_celery.worker.names import RESUME_TASK, celery_task_id, node_task_name
@@ -200,6 +200,36 @@ def test_an_expired_copy_of_a_running_steps_message_is_refused_and_cancels_nothi
     assert handle.wait(timeout=30).as_state_data()["log"] == ["a", "b", "c"]
     assert handle.status() == "completed"
     assert "Discarding revoked task" not in celery_stack.worker_logs()
+
+
+def test_a_copy_of_the_message_of_the_node_that_parked_its_step_runs_nothing(
+    celery_stack: CeleryStack, thread: str, redis_client: Any
+) -> None:
+    """In a step of two nodes, ``b`` parks the run while ``c`` records its update.  A copy of
+    ``b``'s message sent while the run is parked (with what ``b`` decides on changed meanwhile)
+    does not run ``b`` nor record an update for it, which the resume would have kept without
+    running ``b``: ``b`` runs again only when the resume asks."""
+    handle = celery_stack.graph("outside_gate").start(
+        {"thread": thread}, RunnableConfig(thread_id=thread)
+    )
+    assert handle.wait(timeout=30).is_interruption_metadata()
+    checkpoint = celery_stack.saver.get(thread)
+    runtime = celery_stack.executor.runtime("outside_gate")
+    assert checkpoint is not None and runtime is not None
+    task_b = next(task for task in checkpoint.tasks if task.node == "b")
+    redis_client.set(f"allow:{thread}", 1)  # b would now go through
+    envelope = runtime.envelope(checkpoint, task_b).to_message()
+    reply = celery_stack.app.send_task(node_task_name("outside_gate", "b"), kwargs=envelope)
+    assert reply.get(timeout=30)["status"] == "stopped"
+    writes = celery_stack.saver.get_writes(thread, checkpoint.checkpoint_id)
+    assert task_b.id not in {write.task_id for write in writes}
+    assert int(redis_client.get(f"calls:{thread}:b")) == 1
+    resumed = celery_stack.graph("outside_gate").start(
+        GraphInput.resume({"approved": True}), RunnableConfig(thread_id=thread)
+    )
+    final = resumed.wait(timeout=30).as_state_data()
+    assert sorted(final["log"]) == ["a", "b", "c", "d"]
+    assert int(redis_client.get(f"calls:{thread}:b")) == 2  # the first call, and the resume's
 
 
 def test_compile_refuses_a_celery_graph_without_id_or_with_a_process_local_saver(

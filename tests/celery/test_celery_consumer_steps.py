@@ -10,6 +10,7 @@ import json
 import os
 import re
 import uuid
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from kombu import Exchange, Queue
 from app_kit import app_env
 from celery_support import APPS_DIR, launch_worker, wait_until
 from langgraph_celery.celery import CeleryExecutor
+from langgraph_celery.worker.envelopes import MAX_INFLATED
 from langgraph_celery.worker.guard import GuardTaskMessages
 from langgraph_celery.worker.reconnect import SurviveBrokerLoss
 
@@ -47,6 +49,13 @@ def test_the_switches_are_keyword_only() -> None:
         CeleryExecutor(app, None, 30.0, 120.0, None, None, False)  # type: ignore[misc]
 
 
+def _nested(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
 #: Task messages that raise out of Celery's consumer, each with what the guard logs of it:
 #: (body, headers over a good message's, the reason logged).
 _STOPPING = {
@@ -62,6 +71,8 @@ _STOPPING = {
         {"stamped_headers": [["x"]], "stamps": {}},
         "stamped_headers must be a list of names",
     ),
+    # kwargs nested 900 levels deep (2 KB): the main process pickles the request for its pool
+    "deep-kwargs": ([[], {"x": _nested(900)}, {}], {}, "nested more than 100 levels"),
 }
 
 
@@ -140,8 +151,13 @@ _UNREADABLE: dict[str, tuple[Any, str]] = {
     "not-utf8": (b"\xff\xfe{", "it is not JSON"),
     "too-deep": (b"[" * 100_000, "RecursionError"),
     "a-list": ([1, 2], "it must be a mapping, got list"),
-    "no-properties": ({"properties": None}, "KeyError"),
-    "no-delivery-tag": ({"delivery_tag": None}, "KeyError"),
+    "no-properties": ({"properties": None}, "its properties must be a mapping"),
+    "no-delivery-tag": ({"delivery_tag": None}, "its delivery_tag must be"),
+    "delivery-tag-a-list": ({"delivery_tag": ["t"]}, "its delivery_tag must be"),
+    "delivery-tag-a-dict": ({"delivery_tag": {"t": 1}}, "its delivery_tag must be"),
+    "no-exchange": ({"delivery_info": {}}, "its delivery_info must name its exchange"),
+    "body-null": ({"body": None}, "its body must be a text"),
+    "content-encoding-a-number": ({"content-encoding": 7}, "its content-encoding must be a text"),
     "body-not-base64": ({"body": "!!!x"}, "Error"),
     "unknown-body-encoding": ({"body_encoding": "rot13"}, "AttributeError"),
     "headers-a-list": ({"headers": ["task"]}, "list"),
@@ -201,6 +217,63 @@ def test_an_envelope_kombu_cannot_read_is_dropped_and_the_worker_serves_on(
         worker.kill()
         client.close()
         store.close()
+
+
+def _peak_rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
+
+
+def test_a_compression_bomb_or_an_id_celery_cannot_store_leaves_the_worker_serving(
+    celery_redis_url: str, tmp_path: Path
+) -> None:
+    """A 256 KB message whose ``compression`` header has kombu inflate it to 256 MB is refused
+    once past 64 MB (the worker's peak memory stays well below the 256 MB); a message for an
+    unknown task whose id holds a lone surrogate (Celery stores a failure result under it,
+    which Redis cannot encode) is dropped as an unknown message.  The worker serves on after
+    both."""
+    queue = f"guard-{uuid.uuid4().hex[:8]}"
+    env = app_env(APPS_DIR, {"GUARD_BROKER_URL": celery_redis_url, "GUARD_OFF": "0"})
+    worker = launch_worker("guard_app", [queue], queue, env, tmp_path / "worker.log", 1)
+    client = Celery("guard-client", broker=celery_redis_url, backend=celery_redis_url)
+    try:
+        assert client.send_task("guard.add", (1, 1), queue=queue).get(timeout=30) == 2
+        before = _peak_rss_mb(worker.process.pid)
+        target = Queue(queue, Exchange(queue), routing_key=queue)
+        bomb = zlib.compress(b"[" + b" " * (256 * 2**20) + b"]", 9)
+        assert len(bomb) < 300_000
+        with client.producer_or_acquire() as producer:
+            producer.publish(
+                bomb,
+                exchange=target.exchange,
+                routing_key=target.routing_key,
+                declare=[target],
+                content_type="application/json",
+                content_encoding="binary",
+                headers={
+                    "lang": "py",
+                    "task": "guard.add",
+                    "id": str(uuid.uuid4()),
+                    "compression": "application/x-gzip",
+                },
+            )
+            producer.publish(
+                json.dumps([[1, 1], {}, {}]).encode(),
+                exchange=target.exchange,
+                routing_key=target.routing_key,
+                content_type="application/json",
+                content_encoding="utf-8",
+                headers={"lang": "py", "task": "no.such.task", "id": "x\ud800"},
+            )
+        assert client.send_task("guard.add", (2, 1), queue=queue).get(timeout=30) == 3
+        assert worker.alive(), worker.log()[-3000:]
+        assert "Unrecoverable error" not in worker.log()
+        assert "inflates past" in worker.log()
+        # (inflating stops at 64 MB, in buffers of up to twice that; the whole body is 256 MB)
+        assert _peak_rss_mb(worker.process.pid) < before + 3 * MAX_INFLATED / 2**20
+    finally:
+        worker.kill()
+        client.close()
 
 
 def _message(headers: dict[str, Any], body: Any = None) -> Any:

@@ -19,10 +19,22 @@ Other transports hand the worker whole messages (AMQP's frames are parsed by the
 
 from __future__ import annotations
 
+import bz2
+import functools
 import logging
+import lzma
+import zlib
 from typing import Any
 
-__all__ = ["MalformedEnvelope", "envelope_problem", "guard_redis_envelopes"]
+from kombu import compression
+
+__all__ = [
+    "MalformedEnvelope",
+    "bound_decompression",
+    "envelope_problem",
+    "guard_redis_envelopes",
+    "payload_problem",
+]
 
 log = logging.getLogger("langgraph_celery.worker")
 
@@ -44,6 +56,34 @@ def envelope_problem(message: Any) -> str | None:
     return None
 
 
+def payload_problem(payload: Any) -> str | None:
+    """What is wrong with an envelope (the JSON of a queue's item) before kombu reads it: what
+    its Redis transport and Celery's consumer take for granted (a text body, text content type
+    and encoding, a delivery tag it can key the unacknowledged messages by, the exchange and
+    routing key it restores them to); ``None`` if nothing."""
+    if not isinstance(payload, dict):
+        return f"it must be a mapping, got {type(payload).__name__}"
+    body = payload.get("body")
+    if not isinstance(body, str):
+        return f"its body must be a text, got {type(body).__name__}"
+    for name in ("content-type", "content-encoding"):
+        if payload.get(name) is not None and not isinstance(payload[name], str):
+            return f"its {name} must be a text, got {type(payload[name]).__name__}"
+    properties = payload.get("properties")
+    if not isinstance(properties, dict):
+        return f"its properties must be a mapping, got {type(properties).__name__}"
+    tag = properties.get("delivery_tag")
+    if isinstance(tag, bool) or not isinstance(tag, str | int) or tag == "":
+        return f"its delivery_tag must be a text or a number, got {type(tag).__name__}"
+    info = properties.get("delivery_info")
+    if not isinstance(info, dict):
+        return f"its delivery_info must be a mapping, got {type(info).__name__}"
+    for name in ("exchange", "routing_key"):
+        if not isinstance(info.get(name), str):
+            return f"its delivery_info must name its {name} (a text)"
+    return None
+
+
 def _checked_messages(channel: Any, made: list[bool]) -> type:
     """A subclass of ``channel``'s message class (kombu checks messages against it) refusing
     with :class:`MalformedEnvelope` an envelope it cannot make a message of; records in
@@ -53,8 +93,9 @@ def _checked_messages(channel: Any, made: list[bool]) -> type:
     class CheckedMessage(base):  # type: ignore[misc]
         def __init__(self, payload: Any, channel: Any = None, **kwargs: Any) -> None:
             made.append(True)
-            if not isinstance(payload, dict):
-                raise MalformedEnvelope(f"it must be a mapping, got {type(payload).__name__}")
+            problem = payload_problem(payload)
+            if problem is not None:
+                raise MalformedEnvelope(problem)
             try:
                 super().__init__(payload, channel=channel, **kwargs)
             except Exception as error:
@@ -106,3 +147,38 @@ def _dropped(channel: Any, problem: str) -> None:
         queues,
         problem[:_SHOWN],
     )
+
+
+#: The most a compressed message body may inflate to in a worker (a few hundred bytes of bzip2
+#: inflate to a gigabyte): past it the message is refused as one that cannot be decoded.
+MAX_INFLATED = 64 * 2**20
+
+
+def _inflate(decompressor: Any, body: bytes, limit: int) -> bytes:
+    out = decompressor.decompress(body, limit + 1)
+    if len(out) > limit:
+        raise ValueError(f"a compressed message body inflates past {limit} bytes: refused")
+    return bytes(out)
+
+
+def bound_decompression(limit: int = MAX_INFLATED) -> None:
+    """Make kombu's decompression of message bodies (gzip/zlib, bzip2, lzma, the compressions
+    Celery's ``task_compression`` uses) stop at ``limit`` bytes in this process, instead of
+    inflating whatever a message's ``compression`` header says to.  kombu reports a body it
+    could not decompress as a decoding error, which Celery's consumer logs and acknowledges.
+    Process-wide and idempotent; called in workers, whose messages come from the broker."""
+    for content_type, make in (
+        ("application/x-gzip", zlib.decompressobj),
+        ("application/x-bz2", bz2.BZ2Decompressor),
+        ("application/x-lzma", lzma.LZMADecompressor),
+    ):
+        encoder = compression._encoders.get(content_type)
+        if encoder is None:
+            continue
+        decoder = functools.partial(_bounded, make, limit)
+        compression.register(encoder, decoder, content_type)  # type: ignore[no-untyped-call]
+
+
+def _bounded(make: Any, limit: int, body: Any) -> bytes:
+    data = body.encode() if isinstance(body, str) else bytes(body)
+    return _inflate(make(), data, limit)

@@ -34,19 +34,55 @@ worker without it stopped by such a message).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from celery import bootsteps
 from celery.exceptions import InvalidTaskError
+from kombu.exceptions import ContentDisallowed, DecodeError
 
 from langgraph_celery.worker import names
-from langgraph_celery.worker.envelopes import guard_redis_envelopes
+from langgraph_celery.worker.envelopes import bound_decompression, guard_redis_envelopes
 
 __all__ = ["GuardTaskMessages", "check_task_message"]
 
+log = logging.getLogger("langgraph_celery.worker")
+
 #: ``timelimit``s a node task message may carry: none, or its task's own.
 _NO_LIMITS = (None, None)
+
+
+#: The deepest a task message's headers and body may nest (lists and mappings): a worker's main
+#: process pickles a request to hand it to its pool, and about 900 levels stopped it.
+MAX_DEPTH = 100
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists and mappings more than ``limit`` levels deep."""
+    level: list[Any] = [value]
+    for _ in range(limit + 1):
+        inner: list[Any] = []
+        for item in level:
+            if isinstance(item, dict):
+                inner.extend(item.values())
+            elif isinstance(item, list | tuple):
+                inner.extend(item)
+        if not inner:
+            return False
+        level = inner
+    return True
+
+
+def _usable_id(value: Any) -> bool:
+    """A task id Celery can key results by: a non-empty text that encodes as UTF-8."""
+    if not isinstance(value, str) or not value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # (a lone surrogate)
+        return False
+    return True
 
 
 def _sequence(value: Any) -> bool:
@@ -96,8 +132,22 @@ def check_task_message(message: Any, body: Any, node_limits: tuple[Any, Any] | N
     whose headers name the task and whose body is decoded here; decoding errors and refused
     content types propagate as Celery reports them).
     """
-    payload = message.payload if body is None else body
+    if body is None:
+        try:
+            payload = message.payload
+        except (DecodeError, ContentDisallowed):
+            raise  # (Celery's consumer reports these itself)
+        except Exception as error:  # kombu's own code raising on what a message holds
+            problem = f"{type(error).__name__}: {error}"
+            raise InvalidTaskError(f"task message body cannot be decoded ({problem})") from error
+    else:
+        payload = body
     headers = message.headers
+    if _too_deep((headers, payload), MAX_DEPTH):
+        raise InvalidTaskError(
+            f"task message nested more than {MAX_DEPTH} levels deep (the worker hands a "
+            "request to its pool process by pickling it, which such nesting stops)"
+        )
     if isinstance(payload, dict) and (body is not None or "args" in payload):
         # protocol 1, or a hybrid: everything is in the body
         fields, args, kwargs = payload, payload.get("args", ()), payload.get("kwargs", {})
@@ -115,8 +165,8 @@ def check_task_message(message: Any, body: Any, node_limits: tuple[Any, Any] | N
         raise InvalidTaskError("task message args must be a list and kwargs a mapping")
     if "self" in kwargs:  # Celery's task call takes it as its own argument and fails
         raise InvalidTaskError("task message kwargs name 'self'")
-    if not isinstance(fields.get("id"), str) or not fields["id"]:
-        raise InvalidTaskError("task message has no id")
+    if not _usable_id(fields.get("id")):
+        raise InvalidTaskError("task message has no id (a non-empty text of UTF-8 characters)")
     if fields.get("shadow") is not None and not isinstance(fields["shadow"], str):
         raise InvalidTaskError("task message shadow must be a name")
     _check_stamps(fields)
@@ -164,12 +214,45 @@ def _guarded_unknown_task(consumer: Any, on_unknown_task: Callable[..., Any]) ->
         if not isinstance(name, str):
             problem = f"task message task must be a str, got {type(name).__name__}"
             return consumer.on_invalid_task(body, message, InvalidTaskError(problem))
-        task_id = fields.get("id")
-        if not isinstance(task_id, str) or not task_id:
+        if not _usable_id(fields.get("id")):  # (Celery would store a result under it)
             return consumer.on_unknown_message(body, message)
         return on_unknown_task(body, message, exc)
 
     return guarded
+
+
+def _never_raising(consumer: Any, handler: Callable[..., Any], settle: str) -> Any:
+    """Celery's handler of an invalid or undecodable message (``on_invalid_task``,
+    ``on_decode_error``), which prints the message's body first: one whose body is not text
+    (``null``) raised out of it and stopped the worker, and the message, redelivered, stopped
+    the next.  If it raises, the message is logged and settled (``settle``: ``reject`` or
+    ``ack``) here."""
+
+    def guarded(*args: Any) -> Any:
+        message = args[1] if settle == "reject" else args[0]
+        try:
+            return handler(*args)
+        except Exception as error:
+            log.error(
+                "Received an unusable message (%s), not shown: %s: %s",
+                _summary(message),
+                type(error).__name__,
+                error,
+            )
+            if settle == "reject":
+                message.reject_log_error(log, consumer.connection_errors)
+            else:
+                message.ack_log_error(log, consumer.connection_errors)
+            return None
+
+    guarded.__guarded_handler__ = True  # type: ignore[attr-defined]
+    return guarded
+
+
+def _summary(message: Any) -> str:
+    headers = getattr(message, "headers", None)
+    headers = headers if isinstance(headers, dict) else {}
+    return f"task {str(headers.get('task'))[:80]!r}, id {str(headers.get('id'))[:80]!r}"
 
 
 def _node_limits(consumer: Any, name: str) -> tuple[Any, Any] | None:
@@ -198,5 +281,12 @@ class GuardTaskMessages(bootsteps.StartStopStep):  # type: ignore[misc]
                 consumer.strategies[name] = guarded
         if "on_unknown_task" not in vars(consumer):
             consumer.on_unknown_task = _guarded_unknown_task(consumer, consumer.on_unknown_task)
+        if not getattr(consumer.on_invalid_task, "__guarded_handler__", False):
+            consumer.on_invalid_task = _never_raising(consumer, consumer.on_invalid_task, "reject")
+        if not getattr(consumer.on_decode_error, "__guarded_handler__", False):
+            consumer.on_decode_error = _never_raising(consumer, consumer.on_decode_error, "ack")
         task_consumer = getattr(consumer, "task_consumer", None)
+        if task_consumer is not None:
+            task_consumer.on_decode_error = consumer.on_decode_error
         guard_redis_envelopes(getattr(task_consumer, "channel", None))
+        bound_decompression()

@@ -109,6 +109,10 @@ def run_node(
         return TaskResult(TaskStatus.DUPLICATE, task.node).to_data()  # a redelivery
     if marks.cancelled or (marks.stopped and len(checkpoint.tasks) == 1):
         return TaskResult(TaskStatus.STOPPED, task.node).to_data()
+    if _stopped_the_step(marks, checkpoint, task):
+        # this node parked or failed the step: it has its outcome, and runs again only when a
+        # resume asks (a copy of its message must not record an update the resume would keep)
+        return TaskResult(TaskStatus.STOPPED, task.node).to_data()
     if redelivered and task.id not in marks.updates:
         endings.count_delivery(runtime, checkpoint, task, marks)
     # A sibling failed or was interrupted: this node still runs and records its update, as
@@ -129,6 +133,19 @@ def run_node(
         )
     )
     return result.to_data()
+
+
+def _stopped_the_step(marks: StepMarks, checkpoint: Checkpoint, task: PendingTask) -> bool:
+    """Whether ``task``'s node is the one that parked or failed its step (and the step's only
+    task of that node, so the mark, which names the node, names this task)."""
+    if task.id in marks.updates:
+        return False
+    stopped_by = marks.parking.node_id if marks.parking is not None else None
+    if stopped_by is None and marks.failure is not None:
+        stopped_by = marks.failure.node_id
+    if stopped_by != task.node:
+        return False
+    return sum(1 for other in checkpoint.tasks if other.node == task.node) == 1
 
 
 def _timed_out(

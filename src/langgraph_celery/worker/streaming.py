@@ -207,7 +207,7 @@ def decode(serializer: JsonSerializer, data: bytes) -> Published | None:
     """A message of the outputs channel, or ``None`` if it is not one of ours."""
     try:
         message = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # (RecursionError: nested deeper than json parses)
         return None
     if not isinstance(message, Mapping):
         return None
@@ -220,7 +220,7 @@ def decode(serializer: JsonSerializer, data: bytes) -> Published | None:
         return None
     try:
         chunk = serializer.from_jsonable(message.get("chunk"))
-    except SerializationError:
+    except (SerializationError, RecursionError):
         return None
     source = Source.of(message.get("source")) if "source" in message else None
     if kind == STEP and source is None:
@@ -229,7 +229,7 @@ def decode(serializer: JsonSerializer, data: bytes) -> Published | None:
     if kind == CARRIED:
         try:
             carried = carried_of(serializer.from_jsonable(message.get("carried"))).checkpoint
-        except (SerializationError, KeyError, TypeError, ValueError):
+        except (SerializationError, KeyError, TypeError, ValueError, RecursionError):
             return None
         if carried.checkpoint_id != checkpoint_id:
             return None

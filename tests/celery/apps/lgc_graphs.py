@@ -579,6 +579,30 @@ def slow() -> StateGraph:
     return graph.add_edge(START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", END)
 
 
+def outside_gate() -> StateGraph:
+    """START -> a -> (b | c) -> join d -> END; b raises GraphInterrupt unless the Redis key
+    ``allow:<thread>`` exists (a decision outside the state, as an LLM's or a clock's), and
+    counts its calls in ``calls:<thread>:b``."""
+    graph = log_graph()
+
+    def b(state: AgentState) -> dict[str, Any]:
+        client = _redis()
+        thread = state.value("thread")
+        try:
+            client.incr(f"calls:{thread}:b")
+            if not client.exists(f"allow:{thread}"):
+                raise GraphInterrupt("b needs a person")
+        finally:
+            client.close()
+        return {"log": ["b"]}
+
+    for node in ("a", "c", "d"):
+        graph.add_node(node, log_node(node))
+    graph.add_node("b", b)
+    graph.add_edge(START, "a").add_edge("a", "b").add_edge("a", "c")
+    return graph.add_edge(["b", "c"], "d").add_edge("d", END)
+
+
 def fickle() -> StateGraph:
     """START -> a -(b on a's first call on the thread, c after)-> b -> END | c -> d -> END: a
     node that routes differently when its message comes again (it counts its calls in Redis),
@@ -662,6 +686,7 @@ GRAPHS: dict[str, tuple[Callable[[], StateGraph], Mapping[str, Any]]] = {
     "slow": (slow, {}),
     "fickle": (fickle, {}),
     "gate": (gate, {}),
+    "outside_gate": (outside_gate, {}),
     "poison": (poison, {}),
     "dying": (dying, {}),
     "napping": (napping, {}),
