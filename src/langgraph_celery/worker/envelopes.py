@@ -31,7 +31,6 @@ from kombu import compression
 __all__ = [
     "MalformedEnvelope",
     "bound_decompression",
-    "envelope_problem",
     "guard_redis_envelopes",
     "payload_problem",
 ]
@@ -46,26 +45,19 @@ class MalformedEnvelope(Exception):
     """An envelope kombu's Redis transport cannot make a message of."""
 
 
-def envelope_problem(message: Any) -> str | None:
-    """What is wrong with a message kombu made of an envelope, for Celery's consumer (which
-    reads its headers, properties and delivery information as mappings); ``None`` if nothing."""
-    for name in ("headers", "properties", "delivery_info"):
-        value = getattr(message, name, None)
-        if not isinstance(value, dict):
-            return f"its {name} must be a mapping, got {type(value).__name__}"
-    return None
-
-
 def payload_problem(payload: Any) -> str | None:
     """What is wrong with an envelope (the JSON of a queue's item) before kombu reads it: what
     its Redis transport and Celery's consumer take for granted (a text body, text content type
     and encoding, a delivery tag it can key the unacknowledged messages by, the exchange and
-    routing key it restores them to); ``None`` if nothing."""
+    routing key it restores them to, headers it reads as a mapping); ``None`` if nothing."""
     if not isinstance(payload, dict):
         return f"it must be a mapping, got {type(payload).__name__}"
     body = payload.get("body")
     if not isinstance(body, str):
         return f"its body must be a text, got {type(body).__name__}"
+    headers = payload.get("headers")
+    if headers is not None and not isinstance(headers, dict):
+        return f"its headers must be a mapping, got {type(headers).__name__}"
     for name in ("content-type", "content-encoding"):
         if payload.get(name) is not None and not isinstance(payload[name], str):
             return f"its {name} must be a text, got {type(payload[name]).__name__}"
@@ -100,9 +92,6 @@ def _checked_messages(channel: Any, made: list[bool]) -> type:
                 super().__init__(payload, channel=channel, **kwargs)
             except Exception as error:
                 raise MalformedEnvelope(f"{type(error).__name__}: {error}") from error
-            problem = envelope_problem(self)
-            if problem is not None:
-                raise MalformedEnvelope(problem)
 
     CheckedMessage.__qualname__ = CheckedMessage.__name__ = base.__name__
     return CheckedMessage
