@@ -350,6 +350,39 @@ def test_a_redispatched_run_keeps_the_config_it_was_started_with(
     assert data["log"][3:] == ["d"]
 
 
+def test_a_far_future_copy_of_a_lost_steps_message_is_refused_and_the_step_sent_again(
+    stack: BeatStack, thread: str, r: Any
+) -> None:
+    """A copy of a lost step's message due in a year (sent by someone with broker access) is
+    refused by the worker: held as scheduled, it would have the reaper, which asks the workers
+    whether the step's task is alive, wait for it, and the run would never go on."""
+    saver = stack.saver
+    handle = stack.graph("held-fan").start({"thread": thread}, cfg(thread))
+    step = wait_parked_at(saver, thread, ("b", "c"))
+    wait_until(
+        lambda: any(w.node == "c" for w in saver.get_writes(thread, step.checkpoint_id)),
+        15,
+        0.02,
+        "c's write",
+    )
+    [raw] = r.lrange(stack.held_queue, 0, -1)
+    r.delete(stack.held_queue)  # b's message lost with the broker
+    copy = json.loads(raw)
+    copy["headers"]["eta"] = (now() + timedelta(days=365)).isoformat()
+    copy["properties"]["delivery_info"]["routing_key"] = stack.queue
+    r.lpush(stack.queue, json.dumps(copy))
+    wait_until(lambda: r.llen(stack.queue) == 0, 15, 0.02, "a worker to take the copy")
+
+    assert outcomes(reap(stack.executor, now=later()), thread) == ["redispatched"]
+    assert "node task message eta" in stack.workers["main"].log()
+    assert "more than 3600 s ahead" in stack.workers["main"].log()
+    assert held_ids(r, stack.held_queue) == [copy["headers"]["id"]]
+    with Consuming(stack):
+        data = handle.wait(timeout=20).as_state_data()
+    assert data["log"][0] == "a" and sorted(data["log"][1:3]) == ["b", "c"]
+    assert data["log"][3:] == ["d"]
+
+
 def test_a_progressing_run_is_not_redispatched(stack: BeatStack, thread: str, r: Any) -> None:
     saver = stack.saver
     handle = stack.graph("chain").start({"thread": thread, "sleep_a": 1.0}, cfg(thread))

@@ -339,13 +339,54 @@ def test_a_node_task_message_sets_neither_its_limits_nor_its_attempts(
     retries Celery counts from 0: a message that says otherwise is refused (SPEC §8)."""
     from celery.exceptions import InvalidTaskError
 
-    from langgraph_celery.worker.guard import check_task_message
+    from langgraph_celery.worker.guard import NodeRules, check_task_message
 
+    rules = NodeRules(own, 3600.0)
     if reason is None:
-        check_task_message(_message(headers), None, own)
+        check_task_message(_message(headers), None, rules)
     else:
         with pytest.raises(InvalidTaskError, match=re.escape(reason)):
-            check_task_message(_message(headers), None, own)
+            check_task_message(_message(headers), None, rules)
+
+
+@pytest.mark.parametrize(
+    ("eta", "reason"),
+    [
+        (None, None),
+        ("in 3000 s", None),  # (a retry waits at most 0.9 of the visibility timeout)
+        ("1 day ago", None),
+        ("in 3700 s", "is more than 3600 s ahead"),
+        ("in 365 days", "is more than 3600 s ahead"),
+        ("9999-12-31T23:59:59+00:00", "is more than 3600 s ahead"),
+        ("9999-12-31T23:59:59", "is more than 3600 s ahead"),  # (no zone: UTC)
+        ("not a time", None),  # (Celery's request refuses it)
+        (12, None),
+    ],
+)
+def test_a_node_task_message_is_due_within_the_visibility_timeout(
+    eta: Any, reason: str | None
+) -> None:
+    """A copy of a node task message due further ahead than a retry ever waits is refused: a
+    worker would hold it as scheduled, and the reaper wait for it (``test_celery_beat.py``
+    has the run it wedged)."""
+    from datetime import UTC, datetime, timedelta
+
+    from celery.exceptions import InvalidTaskError
+
+    from langgraph_celery.worker.guard import NodeRules, check_task_message
+
+    if isinstance(eta, str) and eta.startswith(("in ", "1 day")):
+        amount, unit = eta.removeprefix("in ").split()[:2]
+        seconds = float(amount) * (86400 if unit.startswith("day") else 1)
+        eta = datetime.now(UTC) + timedelta(seconds=-86400 if "ago" in eta else seconds)
+        eta = eta.isoformat()
+    message = _message({"eta": eta})
+    rules = NodeRules((None, None), 3600.0)
+    if reason is None:
+        check_task_message(message, None, rules)
+    else:
+        with pytest.raises(InvalidTaskError, match=re.escape(reason)):
+            check_task_message(message, None, rules)
 
 
 def _noop() -> None:
@@ -569,3 +610,28 @@ def test_process_gone() -> None:
     assert not process_gone(None)
     pid, _ = _dead_pid(zombie=False)
     assert process_gone(pid)
+
+
+def test_a_node_task_message_is_sent_due_no_later_than_a_worker_takes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A compiled subgraph node's retry of its child run waits what its ``RetryPolicy`` says,
+    at most :func:`longest_countdown` (0.9 of the visibility timeout), as a node's own retry
+    does: a worker refuses a message due later."""
+    from langgraph_celery.checkpoint.base import PendingTask
+    from langgraph_celery.worker.envelope import TaskEnvelope
+    from langgraph_celery.worker.guard import longest_countdown
+
+    app = Celery("countdowns", broker="memory://", set_as_current=False)
+    app.conf.broker_transport_options = {"visibility_timeout": 600}
+    executor = CeleryExecutor(app)
+    sent: list[Any] = []
+    monkeypatch.setattr(app, "send_task", lambda *a, **kw: sent.append(kw["countdown"]))
+    envelope = TaskEnvelope(
+        graph_id="g", thread_id="t", run_id="r", step=1, checkpoint_id="c", node="n", task_id="k"
+    )
+    task = PendingTask(id="k", node="n")
+    for countdown in (None, 2.5, 539.0, 7200.0):
+        executor._send_node(envelope, task, countdown=countdown)
+    assert longest_countdown(app) == 540.0
+    assert sent == [None, 2.5, 539.0, 540.0]

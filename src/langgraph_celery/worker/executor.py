@@ -13,7 +13,7 @@ from langgraph_celery.checkpoint.index import missing_for_celery
 from langgraph_celery.errors import GraphDefinitionError
 from langgraph_celery.worker import carry, names, routing, subgraphs, tasks
 from langgraph_celery.worker.envelope import TaskEnvelope
-from langgraph_celery.worker.guard import GuardTaskMessages
+from langgraph_celery.worker.guard import GuardTaskMessages, longest_countdown
 from langgraph_celery.worker.lost import NodeRequest
 from langgraph_celery.worker.notify import Notifier
 from langgraph_celery.worker.reconnect import SurviveBrokerLoss, SurvivingRequest
@@ -262,7 +262,10 @@ class CeleryExecutor:
         (``ignore_result``: its step is the carried checkpoint, its progress the store's and
         Celery's events); ``parent``: of a child run's task, the parent's thread and the
         subgraph's path, shown with its arguments (in Flower); ``countdown``: seconds before
-        a worker runs it (a compiled subgraph node's retry)."""
+        a worker runs it (a compiled subgraph node's retry), at most :func:`longest_countdown`
+        (a worker refuses a node task message due later)."""
+        if countdown is not None:
+            countdown = min(countdown, longest_countdown(self.app))
         # the queue comes from app.conf.task_routes (the executor's routes first)
         self.app.send_task(
             names.node_task_name(envelope.graph_id, task.node),

@@ -23,7 +23,11 @@ is refused the same way: a message cannot lift or shorten a node's time limit (S
 one with an ``expires`` (a node task never has one): Celery discards an expired message as
 revoked and adds its id to the worker's revoked ids, so that an expired copy of a step's message
 under the step's own task id would have the step's real message (its retry waiting for its
-countdown, a redelivery) discarded as revoked, and the run cancelled.
+countdown, a redelivery) discarded as revoked, and the run cancelled.  Nor may its ``eta`` lie
+further ahead than the broker's visibility timeout (:func:`longest_countdown` is the longest a
+node's retry waits): a worker holds a message with a later one as scheduled, and the reaper,
+which asks the workers whether a lost step's task is alive, would wait for that copy instead of
+sending the step again.
 On Redis it also checks each envelope kombu reads from a queue's list before Celery's consumer
 sees it (:mod:`langgraph_celery.worker.envelopes`): one kombu cannot make a message of is
 dropped with a log line instead of stopping the worker.
@@ -36,21 +40,46 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from celery import bootsteps
+from celery import Celery, bootsteps
 from celery.exceptions import InvalidTaskError
+from celery.utils.time import maybe_iso8601
 from kombu.exceptions import ContentDisallowed, DecodeError
 
 from langgraph_celery.worker import names
 from langgraph_celery.worker.envelopes import bound_decompression, guard_redis_envelopes
 
-__all__ = ["GuardTaskMessages", "check_task_message"]
+__all__ = ["GuardTaskMessages", "NodeRules", "check_task_message", "longest_countdown"]
 
 log = logging.getLogger("langgraph_celery.worker")
 
 #: ``timelimit``s a node task message may carry: none, or its task's own.
 _NO_LIMITS = (None, None)
+
+
+def _visibility_timeout(app: Celery) -> float:
+    return float(app.conf.broker_transport_options.get("visibility_timeout", 3600))
+
+
+def longest_countdown(app: Celery) -> float:
+    """The longest a node task message waits before it runs (a node's retry, a subgraph's
+    retry of its child run): 0.9 of the broker's visibility timeout (3600 s unless
+    ``broker_transport_options`` sets it), so Redis never redelivers a message still waiting."""
+    return 0.9 * _visibility_timeout(app)
+
+
+class NodeRules:
+    """What a node task message may carry: its task's own ``(time_limit, soft_time_limit)``
+    (``limits``) and an ``eta`` at most ``furthest`` seconds ahead (the broker's visibility
+    timeout: :func:`longest_countdown` and a margin for the clocks of other hosts)."""
+
+    __slots__ = ("furthest", "limits")
+
+    def __init__(self, limits: tuple[Any, Any], furthest: float) -> None:
+        self.limits = limits
+        self.furthest = furthest
 
 
 #: The deepest a task message's headers and body may nest (lists and mappings): a worker's main
@@ -114,6 +143,26 @@ def _check_retries(value: Any) -> None:
         raise InvalidTaskError(f"task message retries must be a count from 0, got {value!r:.40}")
 
 
+def _check_eta(value: Any, furthest: float) -> None:
+    if not value or not isinstance(value, str):
+        return  # (none; one of another type Celery's request refuses itself)
+    try:
+        eta = maybe_iso8601(value)  # (as Celery's request reads it)
+    except (ValueError, OverflowError):
+        return  # (Celery's request refuses it)
+    if eta.tzinfo is None:
+        eta = eta.replace(tzinfo=UTC)
+    try:
+        latest = datetime.now(UTC) + timedelta(seconds=furthest)
+    except OverflowError:
+        return
+    if eta > latest:
+        raise InvalidTaskError(
+            f"node task message eta {value[:40]!r} is more than {furthest:.0f} s ahead (the "
+            "broker's visibility timeout): a node task waits at most that long (its retries)"
+        )
+
+
 def _check_node_limits(value: Any, own: tuple[Any, Any]) -> None:
     if value is None or tuple(value) in (_NO_LIMITS, own):
         return
@@ -123,10 +172,10 @@ def _check_node_limits(value: Any, own: tuple[Any, Any]) -> None:
     )
 
 
-def check_task_message(message: Any, body: Any, node_limits: tuple[Any, Any] | None = None) -> None:
+def check_task_message(message: Any, body: Any, node: NodeRules | None = None) -> None:
     """Raise :class:`InvalidTaskError` unless ``message`` has the shape of a task message;
-    with ``node_limits`` (a node task's own ``(time_limit, soft_time_limit)``), of a node task
-    message: its ``timelimit`` none or those, its ``retries`` a count, no ``expires``.
+    with ``node`` (a node task's rules), of a node task message: its ``timelimit`` none or its
+    task's own, its ``retries`` a count, no ``expires``, an ``eta`` no further than the rules'.
 
     ``body`` is what the consumer decoded for a protocol-1 message (``None`` for protocol 2,
     whose headers name the task and whose body is decoded here; decoding errors and refused
@@ -171,18 +220,17 @@ def check_task_message(message: Any, body: Any, node_limits: tuple[Any, Any] | N
         raise InvalidTaskError("task message shadow must be a name")
     _check_stamps(fields)
     _check_time_limits(fields.get("timelimit"))
-    if node_limits is not None:
-        _check_node_limits(fields.get("timelimit"), node_limits)
+    if node is not None:
+        _check_node_limits(fields.get("timelimit"), node.limits)
         _check_retries(fields.get("retries"))
         if fields.get("expires") is not None:
             raise InvalidTaskError("node task message has an expires: a node task never expires")
+        _check_eta(fields.get("eta"), node.furthest)
 
 
-def _guarded(
-    strategy: Callable[..., Any], node_limits: tuple[Any, Any] | None
-) -> Callable[..., Any]:
+def _guarded(strategy: Callable[..., Any], node: NodeRules | None) -> Callable[..., Any]:
     def guarded(message: Any, body: Any, *args: Any, **kwargs: Any) -> Any:
-        check_task_message(message, body, node_limits)
+        check_task_message(message, body, node)
         return strategy(message, body, *args, **kwargs)
 
     return guarded
@@ -255,12 +303,13 @@ def _summary(message: Any) -> str:
     return f"task {str(headers.get('task'))[:80]!r}, id {str(headers.get('id'))[:80]!r}"
 
 
-def _node_limits(consumer: Any, name: str) -> tuple[Any, Any] | None:
-    """A node task's own ``(time_limit, soft_time_limit)``; ``None`` for other tasks."""
+def _node_rules(consumer: Any, name: str) -> NodeRules | None:
+    """A node task's rules (its own limits, the app's visibility timeout); ``None`` for other
+    tasks."""
     task = consumer.app.tasks.get(name) if names.is_node_task(name) else None
     if task is None:
         return None
-    return (task.time_limit, task.soft_time_limit)
+    return NodeRules((task.time_limit, task.soft_time_limit), _visibility_timeout(consumer.app))
 
 
 class GuardTaskMessages(bootsteps.StartStopStep):  # type: ignore[misc]
@@ -276,7 +325,7 @@ class GuardTaskMessages(bootsteps.StartStopStep):  # type: ignore[misc]
             consumer.strategies = _Strategies(consumer.strategies)
         for name, strategy in list(consumer.strategies.items()):
             if getattr(strategy, "__wrapped_strategy__", None) is None:
-                guarded = _guarded(strategy, _node_limits(consumer, name))
+                guarded = _guarded(strategy, _node_rules(consumer, name))
                 guarded.__wrapped_strategy__ = strategy  # type: ignore[attr-defined]
                 consumer.strategies[name] = guarded
         if "on_unknown_task" not in vars(consumer):

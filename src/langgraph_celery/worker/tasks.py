@@ -18,6 +18,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from langgraph_celery.worker import carry, endings, names
 from langgraph_celery.worker.envelope import MalformedMessage, TaskEnvelope
+from langgraph_celery.worker.guard import longest_countdown
 
 if TYPE_CHECKING:
     from langgraph_celery.worker.executor import CeleryExecutor
@@ -87,8 +88,8 @@ def register_node_task(
             raise Reject("message names another graph or node", requeue=False)
 
         def retry(countdown: float, error: BaseException) -> None:
-            limit = float(app.conf.broker_transport_options.get("visibility_timeout", 3600))
-            raise task.retry(countdown=min(countdown, limit * 0.9), exc=error, max_retries=None)
+            longest = longest_countdown(app)
+            raise task.retry(countdown=min(countdown, longest), exc=error, max_retries=None)
 
         request = task.request
         redelivered = bool((request.delivery_info or {}).get("redelivered"))
