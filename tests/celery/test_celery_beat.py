@@ -245,6 +245,21 @@ def wait_parked_at(saver: BaseCheckpointSaver, thread: str, next_: tuple[str, ..
     return found
 
 
+def held_fan_at_b(stack: BeatStack, config: RunnableConfig) -> tuple[Any, Checkpoint]:
+    """Start ``held-fan`` (a -> (b | c) -> d, b's message waiting in the held queue) and wait
+    for its (b, c) step with c's write in: the run's handle and that step."""
+    saver, thread = stack.saver, str(config.thread_id)
+    handle = stack.graph("held-fan").start({"thread": thread}, config)
+    step = wait_parked_at(saver, thread, ("b", "c"))
+    wait_until(
+        lambda: any(w.node == "c" for w in saver.get_writes(thread, step.checkpoint_id)),
+        15,
+        0.02,
+        "c's write",
+    )
+    return handle, step
+
+
 # -- the reaper: stalled runs -------------------------------------------------------------------
 
 
@@ -281,16 +296,8 @@ def test_reap_finishes_a_step_whose_writes_were_all_committed(
     stack: BeatStack, thread: str, r: Any
 ) -> None:
     saver = stack.saver
-    graph = stack.graph("held-fan")  # a -> (b | c) -> d; b's message waits in the held queue
-    handle = graph.start({"thread": thread}, cfg(thread))
-    step = wait_parked_at(saver, thread, ("b", "c"))
+    handle, step = held_fan_at_b(stack, cfg(thread))
     by_node = {task.node: task for task in step.tasks}
-    wait_until(
-        lambda: any(w.node == "c" for w in saver.get_writes(thread, step.checkpoint_id)),
-        15,
-        0.02,
-        "c's write",
-    )
     assert held_ids(r, stack.held_queue) == [
         celery_task_id(step.run_id, step.checkpoint_id, by_node["b"].id)
     ]
@@ -316,17 +323,8 @@ def test_a_redispatched_run_keeps_the_config_it_was_started_with(
     """Each checkpoint of an invocation carries its config and step count: a run the reaper
     sends again keeps its recursion limit, its metadata and its step count, and its messages
     name the step only."""
-    saver = stack.saver
-    graph = stack.graph("held-fan")  # a -> (b | c) -> d; b's message waits in the held queue
     config = RunnableConfig(thread_id=thread, recursion_limit=7, metadata={"tenant": "acme"})
-    handle = graph.start({"thread": thread}, config)
-    step = wait_parked_at(saver, thread, ("b", "c"))
-    wait_until(
-        lambda: any(w.node == "c" for w in saver.get_writes(thread, step.checkpoint_id)),
-        15,
-        0.02,
-        "c's write",
-    )
+    handle, step = held_fan_at_b(stack, config)
     r.delete(stack.held_queue)  # b's message lost with the broker
     assert outcomes(reap(stack.executor, now=later()), thread) == ["redispatched"]
     [body] = r.lrange(stack.held_queue, 0, -1)
@@ -356,15 +354,7 @@ def test_a_far_future_copy_of_a_lost_steps_message_is_refused_and_the_step_sent_
     """A copy of a lost step's message due in a year (sent by someone with broker access) is
     refused by the worker: held as scheduled, it would have the reaper, which asks the workers
     whether the step's task is alive, wait for it, and the run would never go on."""
-    saver = stack.saver
-    handle = stack.graph("held-fan").start({"thread": thread}, cfg(thread))
-    step = wait_parked_at(saver, thread, ("b", "c"))
-    wait_until(
-        lambda: any(w.node == "c" for w in saver.get_writes(thread, step.checkpoint_id)),
-        15,
-        0.02,
-        "c's write",
-    )
+    handle, _ = held_fan_at_b(stack, cfg(thread))
     [raw] = r.lrange(stack.held_queue, 0, -1)
     r.delete(stack.held_queue)  # b's message lost with the broker
     copy = json.loads(raw)
