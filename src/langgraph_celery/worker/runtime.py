@@ -34,17 +34,17 @@ from langgraph_celery.errors import (
     GraphError,
     SerializationError,
 )
-from langgraph_celery.graph import _loop, _marks
+from langgraph_celery.graph import _marks
 from langgraph_celery.graph._engine import Engine
 from langgraph_celery.graph._loop import Action, Decision
-from langgraph_celery.graph._marks import Extra, Failure, Mark, Parking, StepMarks
+from langgraph_celery.graph._marks import Extra, Failure, Mark, Parking
 from langgraph_celery.graph._streaming import discard
 from langgraph_celery.graph._sync import run_sync
 from langgraph_celery.graph.config import DURABILITY_MODES, RunnableConfig
 from langgraph_celery.graph.retry import RetryPolicy, _RetryHook
 from langgraph_celery.serde import JsonSerializer
 from langgraph_celery.worker import carried as carried_steps
-from langgraph_celery.worker import names, node_task, subgraphs
+from langgraph_celery.worker import names, node_task, resume_task, subgraphs
 from langgraph_celery.worker.carry import Carried, Carrier
 from langgraph_celery.worker.envelope import TaskEnvelope
 from langgraph_celery.worker.results import TaskResult, TaskStatus
@@ -373,38 +373,5 @@ class GraphRuntime:
                 )
 
     def resume(self, envelope: TaskEnvelope) -> dict[str, Any]:
-        """The body of the resume task (sent by clients of earlier versions: a client now carries
-        out a resume's first decision itself): carry out the resumed checkpoint's next decision."""
-        view = self.saver.get_with_writes(envelope.thread_id, envelope.checkpoint_id)
-        checkpoint = view.checkpoint
-        if checkpoint is None:
-            log.error(
-                "rejected resume: thread %r has no checkpoint %s",
-                envelope.thread_id,
-                envelope.checkpoint_id,
-            )
-            return TaskResult(TaskStatus.REJECTED).to_data()
-        marks = StepMarks.of_view(view)
-        foreign = _loop.foreign_graph(checkpoint, self.engine.owner)
-        if (
-            checkpoint.kind is not CheckpointKind.RESUME
-            or marks.stopped
-            or marks.step_committed
-            or foreign is not None
-        ):
-            # Only the checkpoint a client's resume stored is dispatched from here: a message
-            # naming a parked, failed or cancelled checkpoint, or a step of a run, never moves it.
-            log.error(
-                "rejected resume: checkpoint %s of thread %r is not a pending resume of graph "
-                "%r (kind %r%s)",
-                envelope.checkpoint_id,
-                envelope.thread_id,
-                self.graph_id,
-                checkpoint.kind.value,
-                ", stopped" if marks.stopped else (", another graph's" if foreign else ""),
-            )
-            return TaskResult(TaskStatus.REJECTED).to_data()
-        decision = run_sync(self.advance(checkpoint))
-        if decision.error is not None:
-            raise decision.error
-        return TaskResult(TaskStatus.DISPATCHED, checkpoint_id=checkpoint.checkpoint_id).to_data()
+        """The body of the resume task (``worker/resume_task.py``)."""
+        return resume_task.resume(self, envelope)
