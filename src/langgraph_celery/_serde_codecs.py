@@ -1,11 +1,14 @@
 """The stateless pieces of :mod:`langgraph_celery.serde`'s format, below ``JsonSerializer``.
 
 * the per-type leaf codecs: ``_LEAF_ENCODERS`` (by exact type, to ``{"__lgc__": KIND, "v": ...}``)
-  and ``_LEAF_DECODERS`` (by kind), with their helpers (``_need``, ``_pair``...);
+  and ``_LEAF_DECODERS`` (by kind), with their helpers (``_need``, ``_pair``...), and
+  ``_rebuild_dataclass``, which decodes a registered dataclass's fields;
 * the JSON text encoders ``dumps`` uses, and ``loads``' refusal of ``NaN``/``Infinity``;
+* ``_kind``, the kind a registrable class is tagged with (``enum``, ``model``, ``dataclass``);
 * ``_Fail``, which carries a failure up while its key path is collected, and ``_render_path`` and
   ``_type_name``, which the error messages use; ``_refused_path``, which finds what the JSON text
-  encoder refuses (an ``int`` past Python's int-to-str limit) in an encoded structure.
+  encoder refuses (an ``int`` past Python's int-to-str limit) in an encoded structure (the
+  messages themselves are in :mod:`langgraph_celery._serde_errors`).
 
 The format itself, the allowlist and the registries of library built-ins are described and kept
 in :mod:`langgraph_celery.serde`.
@@ -14,14 +17,18 @@ in :mod:`langgraph_celery.serde`.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import reprlib
 from collections.abc import Callable
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
+from enum import Enum
 from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel
 
 _TAG = "__lgc__"
 _SET_ITEM = object()  # path segment for an element of a set
@@ -35,6 +42,16 @@ class _Fail(Exception):
         self.obj = obj
         self.reason = reason
         self.path: list[object] = []  # innermost segment first
+
+
+def _kind(cls: object) -> str | None:
+    if not isinstance(cls, type):
+        return None
+    if issubclass(cls, Enum):
+        return "enum"
+    if issubclass(cls, BaseModel):
+        return "model"
+    return "dataclass" if dataclasses.is_dataclass(cls) else None
 
 
 def _type_name(t: type) -> str:
@@ -115,6 +132,18 @@ def _dec_float(v: Any) -> float:
 def _dec_timedelta(v: Any) -> timedelta:
     days, seconds, micros = (_need(n, int) for n in _need(v, list))
     return timedelta(days=days, seconds=seconds, microseconds=micros)
+
+
+def _rebuild_dataclass(cls: Any, data: dict[str, Any]) -> Any:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = data.keys() - fields.keys()
+    if unknown:
+        raise TypeError(f"unknown fields {sorted(unknown)}")
+    obj = cls(**{k: v for k, v in data.items() if fields[k].init})
+    for k, v in data.items():
+        if not fields[k].init:
+            object.__setattr__(obj, k, v)
+    return obj
 
 
 _LEAF_DECODERS: dict[str, Callable[[dict[str, Any], Any], Any]] = {

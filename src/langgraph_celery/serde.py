@@ -39,9 +39,10 @@ imports that fixed module itself when a tag names an unknown type):
 For speed, containers that need no change are reused: ``to_jsonable`` and ``from_jsonable`` may
 return (parts of) their argument, so treat both results as read-only.
 
-Here: ``Serializer``, ``JsonSerializer`` (the walk over containers, the allowlist, the errors) and
-the registries of built-ins; the per-type leaf codecs, the JSON text encoders and the key-path
-helpers are in :mod:`langgraph_celery._serde_codecs`.
+Here: ``Serializer``, ``JsonSerializer`` (the walk over containers, the allowlist) and the
+registries of built-ins; the per-type leaf codecs, the JSON text encoders and the key-path
+helpers are in :mod:`langgraph_celery._serde_codecs`, the error messages in
+:mod:`langgraph_celery._serde_errors`.
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
-import sys
 from collections.abc import Iterable
 from enum import Enum
 from math import isfinite
@@ -65,12 +65,12 @@ from langgraph_celery._serde_codecs import (
     _SET_ITEM,
     _TAG,
     _Fail,
+    _kind,
     _need,
-    _refused_path,
+    _rebuild_dataclass,
     _reject_constant,
-    _render_path,
-    _type_name,
 )
+from langgraph_celery._serde_errors import REGISTER_HINT, decode_error, encode_error, text_error
 from langgraph_celery.errors import SerializationError
 
 __all__ = ["JsonSerializer", "Serializer"]
@@ -78,12 +78,7 @@ __all__ = ["JsonSerializer", "Serializer"]
 _T = TypeVar("_T", bound=type)
 _SCALARS = frozenset({str, int, bool, type(None)})
 _MISSING = object()
-_PATH_DEPTH = 64  # how deep an error message follows a value the JSON text encoder refuses
 _STATE_MODULE = "langgraph_celery.graph.state"
-_REGISTER_HINT = (
-    "; register the class with JsonSerializer(types=[...]) / serializer.register(...) before"
-    " loading (names in the data are never imported)"
-)
 
 _BUILTIN_TYPES: dict[str, type] = {}
 _BUILTIN_NAMES: dict[type, str] = {}
@@ -99,16 +94,6 @@ class Serializer(Protocol):
     def dumps(self, obj: Any) -> str: ...
 
     def loads(self, data: str) -> Any: ...
-
-
-def _kind(cls: object) -> str | None:
-    if not isinstance(cls, type):
-        return None
-    if issubclass(cls, Enum):
-        return "enum"
-    if issubclass(cls, BaseModel):
-        return "model"
-    return "dataclass" if dataclasses.is_dataclass(cls) else None
 
 
 def _register_builtin(cls: type, name: str) -> None:
@@ -169,7 +154,7 @@ class JsonSerializer:
         try:
             text: str = _ENCODER.encode(data)
         except (ValueError, OverflowError, RecursionError) as exc:
-            raise self._text_error(data, exc) from None
+            raise text_error(data, exc) from None
         if not text.isascii():
             try:
                 text.encode("utf-8")
@@ -189,7 +174,7 @@ class JsonSerializer:
         try:
             return self._enc(obj)
         except _Fail as fail:
-            raise self._encode_error(fail, type(obj) is dict) from None
+            raise encode_error(fail, type(obj) is dict) from None
         except RecursionError:
             raise SerializationError(
                 "cannot serialize value: it is nested too deeply or contains a reference cycle"
@@ -202,10 +187,7 @@ class JsonSerializer:
         try:
             return self._dec(data)
         except _Fail as fail:
-            where = _render_path(fail.path[::-1]) or "<root>"
-            raise SerializationError(f"cannot deserialize (at {where}): {fail.reason}") from (
-                fail.__cause__
-            )
+            raise decode_error(fail) from fail.__cause__
         except RecursionError:
             raise SerializationError("cannot deserialize: data is nested too deeply") from None
 
@@ -304,51 +286,6 @@ class JsonSerializer:
         fields = {f.name: getattr(x, f.name) for f in dataclasses.fields(x)}
         return {_TAG: "dataclass", "t": name, "v": self._enc_dict(fields)}
 
-    def _encode_error(self, fail: _Fail, root_is_dict: bool) -> SerializationError:
-        t = type(fail.obj)
-        path = fail.path[::-1]
-        subject = f"state key {path[0]!r}" if root_is_dict and path else "value"
-        bases = (bool, int, float, str, bytes, list, dict, tuple, set, frozenset)
-        base = next((b for b in bases if isinstance(fail.obj, b)), None)
-        if _kind(t) is not None:
-            hint = (
-                f"register it with JsonSerializer(types=[{t.__qualname__}]) / "
-                f"serializer.register({t.__qualname__}), or store JSON types"
-            )
-        elif base is not None:
-            hint = f"convert it to a plain {base.__name__} (subclasses would lose their type)"
-        else:
-            hint = (
-                "convert it to JSON types, or to a registered Enum, dataclass or pydantic "
-                "model, before storing it"
-            )
-        return SerializationError(
-            f"cannot serialize {subject} (at {_render_path(path) or '<root>'}): type "
-            f"{_type_name(t)} is not in the JSON allowlist; {hint}"
-        )
-
-    @staticmethod
-    def _text_error(data: Any, exc: Exception) -> SerializationError:
-        """What the JSON text encoder refused in ``data`` (``to_jsonable``'s result), named
-        as the allowlist's refusals are: an ``int`` of more digits than Python converts to
-        text (``sys.get_int_max_str_digits()``), or nesting deeper than it can encode."""
-        deep = isinstance(exc, RecursionError)
-        path, part = _refused_path(data, _ENCODER.encode, 1 if deep else _PATH_DEPTH)
-        subject = f"state key {path[0]!r}" if type(data) is dict and path else "value"
-        if deep:
-            problem = "it is nested too deeply to be written as JSON"
-        elif type(part) is int:
-            problem = (
-                f"an int of more than {sys.get_int_max_str_digits()} digits cannot be written "
-                "as JSON text (Python's int-to-str limit, which the reading process applies "
-                "too); store it as text, e.g. hex(n)"
-            )
-        else:
-            problem = f"it cannot be written as JSON ({type(exc).__name__}: {exc})"
-        return SerializationError(
-            f"cannot serialize {subject} (at {_render_path(path) or '<root>'}): {problem}"
-        )
-
     # -- decoding ------------------------------------------------------------------------------
 
     def _dec(self, x: Any) -> Any:
@@ -391,7 +328,7 @@ class JsonSerializer:
             raise _Fail(reason=f"tag {kind!r} without a type name")
         found = self._lookup(kind, name)
         if found is _MISSING:
-            hint = "" if kind == "const" else _REGISTER_HINT
+            hint = "" if kind == "const" else REGISTER_HINT
             raise _Fail(reason=f"{kind} {name!r} is not registered with this serializer{hint}")
         try:
             if kind == "const":
@@ -400,7 +337,7 @@ class JsonSerializer:
                 return found(v)
             if kind == "model":
                 return found.model_validate(v)
-            return self._rebuild_dataclass(found, _need(v, dict))
+            return _rebuild_dataclass(found, _need(v, dict))
         except Exception as exc:
             raise _Fail(reason=f"cannot rebuild {name}: {exc}") from exc
 
@@ -415,15 +352,3 @@ class JsonSerializer:
             if found is not _MISSING or _builtins_loaded:
                 return found
             _load_builtins()
-
-    @staticmethod
-    def _rebuild_dataclass(cls: Any, data: dict[str, Any]) -> Any:
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = data.keys() - fields.keys()
-        if unknown:
-            raise TypeError(f"unknown fields {sorted(unknown)}")
-        obj = cls(**{k: v for k, v in data.items() if fields[k].init})
-        for k, v in data.items():
-            if not fields[k].init:
-                object.__setattr__(obj, k, v)
-        return obj

@@ -2,11 +2,11 @@
 connections it keeps, setting the tables up, and running one statement (or a transaction).
 
 :class:`SqlDatabase` is a base of ``SqlSaver``; what the saver stores is in ``sql.py``
-(checkpoints), ``_sql_writes.py`` (pending writes) and ``_sql_runs.py`` (timers, runs).  Every
-statement goes through :meth:`SqlDatabase._execute` (one statement in autocommit, one round
-trip; the bench counts them there): on the saver's own DBAPI connections
-(:mod:`langgraph_celery.checkpoint._direct`), or through SQLAlchemy for an in-memory SQLite
-database (one connection that threads take turns on).
+(checkpoints), ``_sql_writes.py`` (pending writes), ``_sql_runs.py`` (timers, runs) and
+``_sql_retention.py`` (pruning).  Every statement goes through :meth:`SqlDatabase._execute` (one
+statement in autocommit, one round trip; the bench counts them there): on the saver's own DBAPI
+connections (:mod:`langgraph_celery.checkpoint._direct`), or through SQLAlchemy for an in-memory
+SQLite database (one connection that threads take turns on).
 """
 
 from __future__ import annotations

@@ -2,22 +2,23 @@
 :class:`~langgraph_celery.checkpoint.sql.SqlSaver`'s tables, oldest first, applied by
 :func:`~langgraph_celery.checkpoint._migrations.migrate` (whose docstring says how).  Migrations
 are history: never edit one that has shipped; add the next.
+
+The steps of the checkpoints, writes and timers tables are here; those of the runs table
+(4, 6 and 7) are in :mod:`~langgraph_celery.checkpoint._migration_steps_runs`, and what a step
+works with (:class:`MigrationContext`, :class:`Migration`, ``add_column``) in
+:mod:`~langgraph_celery.checkpoint._migration_context`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    Boolean,
     Column,
-    Connection,
     DateTime,
-    Enum,
     Index,
     Integer,
     MetaData,
@@ -26,20 +27,22 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    false,
     func,
     inspect,
     select,
-    text,
     update,
 )
-from sqlalchemy.schema import CreateColumn
 from sqlalchemy.sql import bindparam, column, table
 
+from langgraph_celery.checkpoint._migration_context import Migration, MigrationContext, add_column
+from langgraph_celery.checkpoint._migration_steps_runs import (
+    add_listing_indexes,
+    add_superseded_column,
+    create_runs_table,
+)
 from langgraph_celery.checkpoint._schema import (
     CHECKPOINTS_TABLE,
     ID,
-    RUNS_TABLE,
     SEQ,
     TIMERS_TABLE,
     WRITES_TABLE,
@@ -49,33 +52,6 @@ from langgraph_celery.checkpoint.base import kind_of_body
 from langgraph_celery.errors import SchemaError
 
 __all__ = ["LATEST_VERSION", "MIGRATIONS", "Migration", "MigrationContext", "SchemaError"]
-
-
-@dataclass(frozen=True)
-class MigrationContext:
-    """What a migration works with: a connection inside the migration's transaction."""
-
-    connection: Connection
-    prefix: str
-    #: The saver's serializer's ``loads``, for migrations that read stored bodies.
-    loads: Callable[[str], Any]
-
-    @property
-    def dialect(self) -> str:
-        return self.connection.dialect.name
-
-    def table_name(self, name: str) -> str:
-        return f"{self.prefix}{name}"
-
-    def has_table(self, name: str) -> bool:
-        return bool(inspect(self.connection).has_table(self.table_name(name)))
-
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    description: str
-    apply: Callable[[MigrationContext], None]
 
 
 # -- 1: the tables of the releases before schema versions -------------------------------------
@@ -186,7 +162,7 @@ def _add_kind_column(m: MigrationContext) -> None:
     still running while this one upgrades, stores rows without it; the saver reads their kind
     from their body."""
     name = m.table_name(CHECKPOINTS_TABLE)
-    _add_column(m, name, Column("kind", String(16), nullable=True))
+    add_column(m, name, Column("kind", String(16), nullable=True))
     checkpoints = table(name, column("seq", SEQ), column("body", Text), column("kind", String))
     fill = (
         update(checkpoints)
@@ -229,48 +205,6 @@ def _stored_kind(m: MigrationContext, name: str, row: Any) -> str:
     return kind_of_body(body).value
 
 
-def _add_column(m: MigrationContext, table_name: str, new: Column[Any]) -> None:
-    """``ALTER TABLE ... ADD COLUMN`` (SQLAlchemy Core has no construct for it): the column's
-    DDL as the dialect writes it for ``CREATE TABLE``."""
-    Table(table_name, MetaData(), new)
-    dialect = m.connection.dialect
-    spec = CreateColumn(new).compile(dialect=dialect)
-    quoted = dialect.identifier_preparer.quote(table_name)
-    m.connection.execute(text(f"ALTER TABLE {quoted} ADD COLUMN {spec}"))
-
-
-# -- 4: a record per run ------------------------------------------------------------------------
-
-
-def _create_runs_table(m: MigrationContext) -> None:
-    """One row per run: thread, graph, status (checked), current or pending node, times."""
-    Table(
-        m.table_name(RUNS_TABLE),
-        MetaData(),
-        Column("run_id", ID, nullable=False),
-        Column("thread_id", ID, nullable=False),
-        Column("graph_id", ID, nullable=False),
-        Column(
-            "status",
-            Enum(
-                *("running", "parked", "failed", "completed", "cancelled"),
-                native_enum=False,
-                create_constraint=True,
-                length=16,
-                name=f"{m.prefix}runs_status_ck",
-            ),
-            nullable=False,
-        ),
-        Column("node", ID, nullable=True),
-        Column("created_at", DateTime(timezone=True), nullable=False),
-        Column("updated_at", DateTime(timezone=True), nullable=False),
-        PrimaryKeyConstraint("run_id", name=f"{m.prefix}{RUNS_TABLE}_pkey"),
-        Index(f"{m.prefix}runs_graph_ix", "graph_id", "created_at", "run_id"),
-        Index(f"{m.prefix}runs_status_ix", "graph_id", "status", "created_at", "run_id"),
-        Index(f"{m.prefix}runs_thread_ix", "thread_id"),
-    ).create(m.connection)
-
-
 # -- 5: a pruned checkpoint's row stays, without its state --------------------------------------
 
 
@@ -279,51 +213,7 @@ def _add_pruned_at_column(m: MigrationContext) -> None:
     the checkpoint's id, run and step taken.  Nullable, no fill: every stored checkpoint is
     whole.  A release older than the column reads pruned rows as bodies it cannot parse: upgrade
     every process before pruning."""
-    _add_column(m, m.table_name(CHECKPOINTS_TABLE), Column("pruned_at", DateTime(timezone=True)))
-
-
-# -- 6: finding threads whose last run completed long ago --------------------------------------
-
-
-def _add_superseded_column(m: MigrationContext) -> None:
-    """``superseded`` on runs (false for every stored record: the reaper's ``checkpoint_ttl``
-    pass sets it as it finds threads that went on), and the index that pass reads."""
-    name = m.table_name(RUNS_TABLE)
-    _add_column(m, name, Column("superseded", Boolean, nullable=False, server_default=false()))
-    runs = Table(
-        name,
-        MetaData(),
-        Column("graph_id", ID),
-        Column("status", String(16)),
-        Column("superseded", Boolean),
-        Column("updated_at", DateTime(timezone=True)),
-    )
-    Index(
-        f"{m.prefix}runs_expiry_ix",
-        runs.c.graph_id,
-        runs.c.status,
-        runs.c.superseded,
-        runs.c.updated_at,
-    ).create(m.connection)
-
-
-# -- 7: listing every graph's runs, all or by status, stays fast as the table grows ------------
-
-
-def _add_listing_indexes(m: MigrationContext) -> None:
-    """Indexes for ``list_runs`` without a graph: newest first, all or by status (with a graph
-    the indexes of migration 4 serve)."""
-    runs = Table(
-        m.table_name(RUNS_TABLE),
-        MetaData(),
-        Column("run_id", ID),
-        Column("status", String(16)),
-        Column("created_at", DateTime(timezone=True)),
-    )
-    Index(f"{m.prefix}runs_created_ix", runs.c.created_at, runs.c.run_id).create(m.connection)
-    Index(f"{m.prefix}runs_any_status_ix", runs.c.status, runs.c.created_at, runs.c.run_id).create(
-        m.connection
-    )
+    add_column(m, m.table_name(CHECKPOINTS_TABLE), Column("pruned_at", DateTime(timezone=True)))
 
 
 # -- 8: a write's kind in a column, filled in from the reserved task ids of earlier releases ----
@@ -342,7 +232,7 @@ def _add_write_kind_column(m: MigrationContext) -> None:
     """``kind`` on writes (``update`` by default), filled in for the marks stored before it,
     which were told apart by their reserved task ids."""
     name = m.table_name(WRITES_TABLE)
-    _add_column(m, name, Column("kind", String(16), nullable=False, server_default="update"))
+    add_column(m, name, Column("kind", String(16), nullable=False, server_default="update"))
     writes = Table(name, MetaData(), Column("task_id", ID), Column("kind", String(16)))
     for kind, task_id in _MARK_IDS.items():
         m.connection.execute(writes.update().where(writes.c.task_id == task_id).values(kind=kind))
@@ -365,9 +255,9 @@ def _add_delta_columns(m: MigrationContext) -> None:
     ``base_id``), at depth 0, with a budget for the deltas after it of
     ``_BUDGET_FACTOR_V9`` times its body's length (pruned rows: none)."""
     name = m.table_name(CHECKPOINTS_TABLE)
-    _add_column(m, name, Column("base_id", ID, nullable=True))
-    _add_column(m, name, Column("budget", BigInteger, nullable=True))
-    _add_column(m, name, Column("depth", Integer, nullable=True))
+    add_column(m, name, Column("base_id", ID, nullable=True))
+    add_column(m, name, Column("budget", BigInteger, nullable=True))
+    add_column(m, name, Column("depth", Integer, nullable=True))
     checkpoints = Table(
         name,
         MetaData(),
@@ -399,7 +289,7 @@ def _add_successor_column(m: MigrationContext) -> None:
     Nullable: a release older than the column, still running during an upgrade, stores rows
     without it, which the rule does not cover."""
     name = m.table_name(CHECKPOINTS_TABLE)
-    _add_column(m, name, Column("successor_of", ID, nullable=True))
+    add_column(m, name, Column("successor_of", ID, nullable=True))
     checkpoints = Table(
         name,
         MetaData(),
@@ -423,10 +313,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "checkpoints, writes and timers tables", _create_tables),
     Migration(2, "one checkpoint without a parent per thread", _create_root_index),
     Migration(3, "a checkpoint's kind in a column, filled in from stored bodies", _add_kind_column),
-    Migration(4, "a record per run: its thread, graph, status, node and times", _create_runs_table),
+    Migration(4, "a record per run: its thread, graph, status, node and times", create_runs_table),
     Migration(5, "a pruned checkpoint keeps its row, without its state", _add_pruned_at_column),
-    Migration(6, "run records set aside by the checkpoint_ttl pass", _add_superseded_column),
-    Migration(7, "indexes for listing every graph's runs, all or by status", _add_listing_indexes),
+    Migration(6, "run records set aside by the checkpoint_ttl pass", add_superseded_column),
+    Migration(7, "indexes for listing every graph's runs, all or by status", add_listing_indexes),
     Migration(8, "a write's kind in a column, filled in from stored marks", _add_write_kind_column),
     Migration(9, "checkpoints stored as deltas of their parent", _add_delta_columns),
     Migration(10, "one successor per checkpoint", _add_successor_column),

@@ -263,7 +263,7 @@ def _checkpoint_insert(tables: Tables, dialect: str) -> Any:
     nothing (row count 0), and the saver stores it whole.  A prune of the parent that commits
     first is seen; on PostgreSQL the check locks the parent's row (``FOR KEY SHARE``) until
     the insert commits, so a prune that locked it first is waited for and seen, and one that
-    locks it after waits and then finds the delta (see ``SqlSaver._remove_unneeded``)."""
+    locks it after waits and then finds the delta (see ``SqlRetention._remove_unneeded``)."""
     checkpoints = tables.checkpoints
     c = checkpoints.c
     names = [col.name for col in checkpoints.columns if col.name not in ("seq", "pruned_at")]

@@ -12,9 +12,8 @@ does not connect.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, delete, select
@@ -34,15 +33,9 @@ from langgraph_celery.checkpoint._engines import (  # (SQLITE_BUSY_TIMEOUT: its 
 )
 from langgraph_celery.checkpoint._incremental import Encoded, Incremental
 from langgraph_celery.checkpoint._records import as_utc
-from langgraph_celery.checkpoint._retention import (
-    Removal,
-    StoredRef,
-    child_prefix,
-    is_child_of,
-    read_through,
-)
 from langgraph_celery.checkpoint._rows import RowReader, reread_if_pruned
 from langgraph_celery.checkpoint._schema import DEFAULT_TABLE_PREFIX, constraint_names
+from langgraph_celery.checkpoint._sql_retention import SqlRetention
 from langgraph_celery.checkpoint._sql_runs import SqlRuns, run_row
 from langgraph_celery.checkpoint._sql_writes import SqlWrites
 from langgraph_celery.checkpoint.base import (
@@ -58,11 +51,8 @@ from langgraph_celery.serde import Serializer
 
 __all__ = ["SqlSaver"]
 
-#: Checkpoint ids per statement when pruning (well under every database's bound parameters).
-_ID_BATCH = 500
 
-
-class SqlSaver(SqlWrites, SqlRuns, BaseCheckpointSaver, RunIndex):
+class SqlSaver(SqlWrites, SqlRuns, SqlRetention, BaseCheckpointSaver, RunIndex):
     """Stores checkpoints in a SQL database through SQLAlchemy (SQLite or PostgreSQL).
 
     ``url_or_engine`` is a URL (``sqlite:///path.db``, ``postgresql://user@host/db``; a
@@ -72,9 +62,11 @@ class SqlSaver(SqlWrites, SqlRuns, BaseCheckpointSaver, RunIndex):
     :mod:`langgraph_celery.checkpoint._schema`), so several savers can share one database.
     Statements run on connections the saver opens through the engine and keeps (see
     :mod:`langgraph_celery.checkpoint._direct`).  It is both halves of the saver contract: a
-    :class:`BaseCheckpointSaver` and a :class:`RunIndex`.  Checkpoints and retention are here;
-    pending writes are :class:`~langgraph_celery.checkpoint._sql_writes.SqlWrites`'s, timers
-    and run records :class:`~langgraph_celery.checkpoint._sql_runs.SqlRuns`'s (its bases).
+    :class:`BaseCheckpointSaver` and a :class:`RunIndex`.  Checkpoints, and deleting threads,
+    are here; pending writes are :class:`~langgraph_celery.checkpoint._sql_writes.SqlWrites`'s,
+    timers and run records :class:`~langgraph_celery.checkpoint._sql_runs.SqlRuns`'s, and what
+    ``prune`` reads and removes
+    :class:`~langgraph_celery.checkpoint._sql_retention.SqlRetention`'s (its bases).
     """
 
     shared_across_processes = True
@@ -300,7 +292,7 @@ class SqlSaver(SqlWrites, SqlRuns, BaseCheckpointSaver, RunIndex):
             self._incremental.forget(thread)  # (what reading them cached)
         return released
 
-    # -- retention ---------------------------------------------------------------------------
+    # -- retention (what prune reads and removes is SqlRetention's) ----------------------------
 
     def delete_thread(self, thread_id: str) -> int:
         """One transaction, with the child threads; reads no checkpoint (see the base
@@ -315,18 +307,6 @@ class SqlSaver(SqlWrites, SqlRuns, BaseCheckpointSaver, RunIndex):
         for thread in threads:
             self._incremental.forget(thread)
         return deleted
-
-    def _children_of(self, thread_id: str) -> Sequence[str]:
-        with self._engine.connect() as conn:
-            return self._child_threads(conn, thread_id)
-
-    def _child_threads(self, conn: Any, thread_id: str) -> Sequence[str]:
-        """The ids of ``thread_id``'s child threads (exactly: SQLite's LIKE ignores case)."""
-        rows = conn.execute(self._sql.child_threads, {"pattern": child_prefix(thread_id)})
-        return sorted(row.thread_id for row in rows if is_child_of(row.thread_id, thread_id))
-
-    def stored_refs(self, thread_id: str) -> Sequence[StoredRef]:
-        return _refs(self._read(self._sql.refs, {"thread_id": thread_id}))
 
     def make_whole(self, thread_id: str, checkpoint_ids: Sequence[str]) -> None:
         """One statement a checkpoint; the deltas after it still name their old base (a read
@@ -346,36 +326,6 @@ class SqlSaver(SqlWrites, SqlRuns, BaseCheckpointSaver, RunIndex):
             }
             self._write(self._sql.make_whole, params)
             self._incremental.forget(thread_id, [checkpoint_id])
-
-    def remove_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> int:
-        return len(self._remove_unneeded(thread_id, checkpoint_ids).removed)
-
-    def _remove_unneeded(self, thread_id: str, checkpoint_ids: Sequence[str]) -> Removal:
-        """One transaction, a batch of ids per statement.  It locks the rows it removes (on
-        SQLite, the database) before it reads what is read from them: a delta stored after
-        prune's plan either committed before (it is read, its chain left) or is stored after
-        (whole: its insert finds the parent pruned; see ``_checkpoint_insert`` in
-        ``_statements.py``)."""
-        sql, now = self._sql, datetime.now(UTC)
-        ids = list(dict.fromkeys(checkpoint_ids))
-        batches = [ids[start : start + _ID_BATCH] for start in range(0, len(ids), _ID_BATCH)]
-        with self._locking() as conn:
-            if self._dialect != "sqlite":  # (SQLite's transaction holds the database)
-                for batch in batches:
-                    conn.execute(sql.lock_live, {"thread_id": thread_id, "ids": batch})
-            refs = _refs(conn.execute(sql.refs, {"thread_id": thread_id}))
-            live = {ref.checkpoint_id for ref in refs}
-            left = read_through(refs, [c for c in ids if c in live])
-            removed = [c for c in ids if c in live and c not in left]
-            for start in range(0, len(removed), _ID_BATCH):
-                batch = removed[start : start + _ID_BATCH]
-                conn.execute(sql.prune, {"b_thread_id": thread_id, "ids": batch, "now": now})
-            gone = [c for c in ids if c not in left]  # (and writes left to pruned ones)
-            for start in range(0, len(gone), _ID_BATCH):
-                batch = gone[start : start + _ID_BATCH]
-                conn.execute(sql.prune_writes, {"thread_id": thread_id, "ids": batch})
-        self._incremental.forget(thread_id, removed)
-        return Removal(frozenset(removed), left)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -397,11 +347,3 @@ def _chain_of(row: Any) -> Chain | None:
     if row.budget is None:  # (a row a release before migration 9 stored during an upgrade)
         return None
     return Chain(row.base_id, int(row.budget), int(row.depth or 0))
-
-
-def _refs(rows: Iterable[Any]) -> list[StoredRef]:
-    """Rows of ``refs`` as pruning sees them."""
-    return [
-        StoredRef(row.checkpoint_id, row.run_id, row.parent_id, whole=row.base_id is None)
-        for row in rows
-    ]

@@ -1,6 +1,7 @@
 """The in-process executor: runs each superstep's tasks concurrently on this event loop (async
 nodes) or in threads (plain nodes), and carries out the run loop's decisions
-(:mod:`~langgraph_celery.graph._loop`) through :class:`Engine`."""
+(:mod:`~langgraph_celery.graph._loop`) through :class:`Engine`.  The run is here; a step's tasks
+are run, and what they report gathered, by :mod:`langgraph_celery.graph._local_step`."""
 
 from __future__ import annotations
 
@@ -8,28 +9,24 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from langgraph_celery.checkpoint.base import Checkpoint, PendingTask
+from langgraph_celery.checkpoint.base import Checkpoint
 from langgraph_celery.checkpoint.index import RunStatus
-from langgraph_celery.errors import CheckpointConflictError, GraphError, NodeError
-from langgraph_celery.graph import _loop, _marks, _sync
+from langgraph_celery.errors import CheckpointConflictError, GraphError
+from langgraph_celery.graph import _loop, _marks
 from langgraph_celery.graph._durable import Keeper
 from langgraph_celery.graph._engine import Engine
+from langgraph_celery.graph._local_step import execute_step, keep_writes, raise_failure
 from langgraph_celery.graph._loop import Action
-from langgraph_celery.graph._marks import MARK_KINDS, Failure, Mark, Parking, StepMarks
-from langgraph_celery.graph._streaming import Chunks, discard, is_streamed
-from langgraph_celery.graph._subgraph import SubgraphCancelled, parking_of, parking_record
+from langgraph_celery.graph._marks import MARK_KINDS, Failure, Mark
+from langgraph_celery.graph._streaming import Chunks, discard
+from langgraph_celery.graph._subgraph import parking_record
 from langgraph_celery.graph.config import RunnableConfig
-from langgraph_celery.graph.types import (
-    GraphInput,
-    GraphInterrupt,
-    InterruptionMetadata,
-    NodeOutput,
-)
+from langgraph_celery.graph.types import GraphInput, InterruptionMetadata, NodeOutput
 
 __all__ = ["Begin", "Outcome", "run_local"]
 
@@ -75,98 +72,6 @@ class Outcome:
                     step.cancel()
 
             loop.call_soon_threadsafe(interrupt_step)
-
-
-async def _run_tasks(
-    engine: Engine, checkpoint: Checkpoint, tasks: list[PendingTask], config: RunnableConfig
-) -> list[Any]:
-    runner = engine.runner
-    if engine.spec.subgraphs:  # (a compiled subgraph's node finds the parent's step by it)
-        config = config._for_runtime(step_id=checkpoint.checkpoint_id)
-    if len(tasks) == 1:
-        # a plain node runs inline on our own loop (plain invoke), in a thread on a caller's
-        # loop, or when the run is streamed and the node may emit: what it emits then reaches
-        # the caller while it runs
-        task = tasks[0]
-        threaded = not _sync.on_own_loop() or (is_streamed(config) and runner.may_emit(task.node))
-        try:
-            return [await runner.run_task(task, checkpoint.values, config, threaded=threaded)]
-        except BaseException as error:
-            if not isinstance(error, Exception):
-                raise
-            return [error]
-    coroutines = [runner.run_task(task, checkpoint.values, config, threaded=True) for task in tasks]
-    return list(await asyncio.gather(*coroutines, return_exceptions=True))
-
-
-async def _keep_writes(
-    engine: Engine, checkpoint: Checkpoint, tasks: Sequence[PendingTask], writes: Mapping[str, Any]
-) -> None:
-    """Store the writes of ``tasks`` as pending writes of ``checkpoint`` (first write wins)."""
-    if engine.saver is None:
-        return
-    for task in tasks:
-        if task.id in writes:
-            await engine.io(
-                engine.saver.put_writes,
-                checkpoint.thread_id,
-                checkpoint.checkpoint_id,
-                task.id,
-                task.node,
-                writes[task.id] or {},
-            )
-
-
-@dataclass
-class _Step:
-    """A step's tasks as they reported: updates by task id, how it stopped, and the error that
-    failed it (raised to the caller, with the original as its cause)."""
-
-    marks: StepMarks
-    ran: list[PendingTask]
-    error: BaseException | None = None
-    #: a compiled subgraph's child run was cancelled with this run: the step stops unfinished
-    cancelled: bool = False
-
-
-async def _execute_step(engine: Engine, checkpoint: Checkpoint, config: RunnableConfig) -> _Step:
-    """Run the tasks of a step that have no update recorded (a resume carries the updates of
-    the tasks that succeeded in the step it continues)."""
-    saver = engine.saver
-    writes: dict[str, Any] = {}
-    if saver is not None and _loop.is_continued(checkpoint):
-        stored = await engine.io(saver.get_writes, checkpoint.thread_id, checkpoint.checkpoint_id)
-        for write in stored:
-            writes[write.task_id] = write.update
-    todo = [task for task in checkpoint.tasks if task.id not in writes]
-    results = await _run_tasks(engine, checkpoint, todo, config)
-    parking: Parking | None = None
-    failed: tuple[PendingTask, BaseException] | None = None
-    cancelled = False
-    for task, result in zip(todo, results, strict=True):
-        if isinstance(result, GraphInterrupt):
-            if parking is None:
-                parking = parking_of(task.node, result)
-        elif isinstance(result, SubgraphCancelled):
-            cancelled = True
-        elif isinstance(result, BaseException):
-            failed = failed or (task, result)
-        else:
-            writes[task.id] = result
-    failure = None
-    error = None
-    if failed is not None:
-        task, error = failed
-        failure = Failure(task.node, type(error).__name__, str(error))
-    return _Step(StepMarks(writes, parking, failure), todo, error, cancelled)
-
-
-def _raise_failure(step: _Step) -> None:
-    assert step.marks.failure is not None and step.error is not None
-    failure, error = step.marks.failure, step.error
-    if isinstance(error, GraphError):
-        raise error
-    raise NodeError(failure.node_id, failure.error_type, failure.message) from error
 
 
 async def run_local(
@@ -249,9 +154,9 @@ async def run_local(
             try:
                 if chunks is None:
                     outcome.step = asyncio.current_task()
-                    step = await _execute_step(engine, checkpoint, config)
+                    step = await execute_step(engine, checkpoint, config)
                 else:
-                    running = asyncio.ensure_future(_execute_step(engine, checkpoint, config))
+                    running = asyncio.ensure_future(execute_step(engine, checkpoint, config))
                     outcome.step = running
                     try:
                         while not running.done():
@@ -280,7 +185,7 @@ async def run_local(
                 yield chunk
             updates = step.marks.updates
             if step.cancelled:  # a subgraph's child run stopped with this run's cancel
-                await _keep_writes(engine, checkpoint, step.ran, updates)
+                await keep_writes(engine, checkpoint, step.ran, updates)
                 status = RunStatus.CANCELLED
                 outcome.value, outcome.done = None, True
                 return
@@ -289,7 +194,7 @@ async def run_local(
                 if keeper is not None:  # (the step's checkpoint is stored first)
                     checkpoint = await keeper.flush()
                 # a stopped step keeps the updates of the tasks that succeeded, for the resume
-                await _keep_writes(engine, checkpoint, step.ran, updates)
+                await keep_writes(engine, checkpoint, step.ran, updates)
                 if decision.action is Action.PARK:
                     assert decision.parking is not None
                     for chunk in _taken(chunks):  # (streamed by the step before it parked)
@@ -298,7 +203,7 @@ async def run_local(
                     outcome.done, status, node = True, RunStatus.PARKED, decision.node
                     return
                 status, node, failure = RunStatus.FAILED, decision.node, decision.failure
-                _raise_failure(step)
+                raise_failure(step)
             try:
                 result = await engine.finish(checkpoint, updates, config, keeper)
             except GraphError as error:
@@ -307,7 +212,7 @@ async def run_local(
                     # checkpoint first (a checkpoint has one successor): the step is not
                     # stored; its updates stay at its checkpoint (a fork of it finds them).
                     if keeper is None:
-                        await _keep_writes(engine, checkpoint, checkpoint.tasks, updates)
+                        await keep_writes(engine, checkpoint, checkpoint.tasks, updates)
                     status = RunStatus.CANCELLED
                     outcome.value, outcome.done = None, True
                     return
@@ -315,7 +220,7 @@ async def run_local(
                 # the updates, as the Celery workers do, so that a resume merges them again.
                 if keeper is not None:
                     checkpoint = await keeper.flush()
-                await _keep_writes(engine, checkpoint, checkpoint.tasks, updates)
+                await keep_writes(engine, checkpoint, checkpoint.tasks, updates)
                 status, node = RunStatus.FAILED, checkpoint.next[-1]
                 failure = Failure.of_error(node, error)
                 raise

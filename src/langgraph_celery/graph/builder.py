@@ -1,5 +1,6 @@
 """The graph builder: :class:`StateGraph` collects nodes, edges and hooks; ``compile()`` checks
-them and returns a :class:`CompiledGraph`."""
+them and returns a :class:`CompiledGraph`.  The checks of the methods' arguments are in
+:mod:`langgraph_celery.graph._builder_checks`."""
 
 from __future__ import annotations
 
@@ -8,35 +9,28 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langgraph_celery.errors import GraphDefinitionError
+from langgraph_celery.graph._builder_checks import (
+    allow_stored_types,
+    checked_schema,
+    destinations_of,
+    hook_of,
+    is_compiled,
+    name_of,
+    node_id_problem,
+    timeout_problem,
+)
 from langgraph_celery.graph._callables import CallableSpec
 from langgraph_celery.graph._spec import ConditionalEdge, GraphSpec, Hook, Join
-from langgraph_celery.graph._typed import TypedSchema, kind_of, typed_schema
+from langgraph_celery.graph._typed import TypedSchema
 from langgraph_celery.graph._validate import validate
-from langgraph_celery.graph.config import CompileConfig, check_id
+from langgraph_celery.graph.config import CompileConfig
 from langgraph_celery.graph.state import AgentState, Channel
-from langgraph_celery.graph.types import END, START, GraphRepresentation
-from langgraph_celery.serde import JsonSerializer
+from langgraph_celery.graph.types import END, GraphRepresentation
 
 if TYPE_CHECKING:
     from langgraph_celery.graph.compiled import CompiledGraph
 
 __all__ = ["ConditionalEdge", "GraphSpec", "Hook", "Join", "StateGraph"]
-
-_HOOK_KINDS = ("before_node", "after_node", "wrap_node", "before_edge", "after_edge", "wrap_edge")
-
-
-def _not_a_schema(schema: object) -> str:
-    """Why ``schema`` is not a schema, and what to pass instead."""
-    got = (
-        f"the class {schema.__name__!r}"
-        if isinstance(schema, type)
-        else f"a {type(schema).__name__}"
-    )
-    return (
-        "StateGraph(schema) takes a mapping of state key -> Channel, such as "
-        "{'messages': Channels.appender()}, or a TypedDict, dataclass or pydantic model class "
-        f"whose fields are the state's keys; got {got}"
-    )
 
 
 class StateGraph:
@@ -54,23 +48,10 @@ class StateGraph:
         schema: Mapping[str, Channel] | type | None = None,
         state_factory: Callable[[Mapping[str, Any]], AgentState] = AgentState,
     ) -> None:
-        typed: TypedSchema | None = None
-        if kind_of(schema) is not None:
-            assert isinstance(schema, type)
-            typed = typed_schema(schema)
-            schema = typed.channels
-        elif schema is not None and (isinstance(schema, type) or not isinstance(schema, Mapping)):
-            raise GraphDefinitionError(_not_a_schema(schema))
-        schema = dict(schema or {})
-        for key, channel in schema.items():
-            if not isinstance(channel, Channel):
-                raise GraphDefinitionError(
-                    f"schema key {key!r} maps to {type(channel).__name__}, not a Channel; use "
-                    "Channel(reducer, default) or Channels.appender()"
-                )
+        channels, typed = checked_schema(schema)
         if not callable(state_factory):
             raise GraphDefinitionError("state_factory must be callable, e.g. AgentState")
-        self._schema: dict[str, Channel] = schema
+        self._schema: dict[str, Channel] = channels
         self._typed = typed
         self._state_factory = state_factory
         self._nodes: dict[str, CallableSpec] = {}
@@ -128,25 +109,19 @@ class StateGraph:
                 "the id first: add_node('id', action, ...)"
             )
             return self
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
-        ):
-            self._problems.append(
-                f"node {id!r}: timeout must be positive seconds or None, got {timeout!r}"
-            )
+        problem = timeout_problem(id, timeout)
+        if problem is not None:
+            self._problems.append(problem)
         elif timeout is not None:
             self._timeouts[str(id)] = float(timeout)
-        if not isinstance(id, str) or not id:
-            self._problems.append(f"node id must be a non-empty string, got {id!r}")
-        elif id in (START, END):
-            self._problems.append(f"node id {id!r} is reserved; choose another name")
-        elif check_id("node id", id):
-            self._problems.append(str(check_id("node id", id)))
-        elif id in self._nodes:
-            self._problems.append(f"node {id!r} is added twice; node ids must be unique")
-        elif isinstance(action, StateGraph):
+        problem = node_id_problem(id, self._nodes)
+        if problem is not None:
+            self._problems.append(problem)
+            return self
+        assert isinstance(id, str)  # (node_id_problem refuses any other id)
+        if isinstance(action, StateGraph):
             self._add_merged(id, action, destinations, timeout)
-        elif _is_compiled(action):
+        elif is_compiled(action):
             from langgraph_celery.graph._subgraph import SubgraphNode
             from langgraph_celery.graph.compiled import CompiledGraph
 
@@ -194,41 +169,19 @@ class StateGraph:
 
     def _named(self, action: Any) -> Any:
         """The id ``add_node(action)`` gives ``action``: its ``__name__``."""
-        name = getattr(action, "__name__", None)
-        if callable(action) and isinstance(name, str) and name and name != "<lambda>":
-            return name
-        what = "a lambda" if name == "<lambda>" else f"a {type(action).__name__}"
-        self._problems.append(
-            f"add_node(action) names the node after the action's __name__, but {what} has "
-            "no usable name; pass the id: add_node('id', action)"
-        )
-        return action
+        name, problem = name_of(action)
+        if problem is not None:
+            self._problems.append(problem)
+        return name
 
     def _add_destinations(
         self, node: str, destinations: Mapping[Hashable, str] | Sequence[str]
     ) -> None:
-        if isinstance(destinations, Mapping):
-            mapping = dict(destinations)
-        elif isinstance(destinations, str) or not isinstance(destinations, Sequence | set):
-            self._problems.append(
-                f"node {node!r}: destinations must be a list of node ids or a mapping of labels "
-                f"to node ids, got {type(destinations).__name__} {destinations!r}"
-            )
-            return
+        mapping, problem = destinations_of(node, destinations)
+        if problem is not None:
+            self._problems.append(problem)
         else:
-            mapping = {target: target for target in destinations}
-        if not mapping:
-            self._problems.append(
-                f"node {node!r}: destinations is empty; list where its Command may go"
-            )
-            return
-        for label, target in mapping.items():
-            if not isinstance(target, str):
-                self._problems.append(
-                    f"node {node!r}: destination {label!r} must be a node id, got {target!r}"
-                )
-                return
-        self._destinations[node] = mapping
+            self._destinations[node] = mapping
 
     def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
         """Go from ``source`` to ``target``; several edges from one source fan out, and a list of
@@ -292,16 +245,7 @@ class StateGraph:
     # -- hooks --------------------------------------------------------------------------------
 
     def _add_hook(self, kind: str, node_or_hook: Any, hook: Any) -> StateGraph:
-        target: str | None
-        if hook is None:
-            target, fn = None, node_or_hook
-        else:
-            target, fn = node_or_hook, hook
-            if not isinstance(target, str):
-                raise TypeError(f"{kind} hook target must be a node id, got {target!r}")
-        if not callable(fn):
-            raise TypeError(f"{kind} hook must be callable, got {type(fn).__name__}")
-        self._hooks.append(Hook(kind, fn, target))
+        self._hooks.append(hook_of(kind, node_or_hook, hook))
         return self
 
     def add_before_call_node_hook(self, node_or_hook: Any, hook: Any = None) -> StateGraph:
@@ -341,7 +285,7 @@ class StateGraph:
         spec, config = self._build(config)
         if config.checkpoint_saver is not None:
             for typed in self._typed_schemas():
-                _allow_stored_types(typed, config.checkpoint_saver.serializer)
+                allow_stored_types(typed, config.checkpoint_saver.serializer)
         return CompiledGraph(spec, config)
 
     def get_graph(self, kind: str = "mermaid", title: str | None = None) -> GraphRepresentation:
@@ -407,29 +351,3 @@ def _merged_placeholder(state: Any) -> None:
 
 
 _MERGED_PLACEHOLDER = CallableSpec.of(_merged_placeholder)
-
-
-def _is_compiled(action: object) -> bool:
-    """Whether ``action`` is a :class:`CompiledGraph` (a compiled subgraph node)."""
-    from langgraph_celery.graph.compiled import CompiledGraph
-
-    return isinstance(action, CompiledGraph)
-
-
-def _allow_stored_types(typed: TypedSchema, serializer: object) -> None:
-    """Register the enums, dataclasses and pydantic models that the typed schema's fields name
-    with the saver's serializer (a ``JsonSerializer``; another serializer is left as it is), so
-    that the values nodes write to those fields can be stored.  A class whose name another class
-    holds there already is a :class:`GraphDefinitionError` (its values could not be told apart).
-    """
-    if not isinstance(serializer, JsonSerializer):
-        return
-    for cls in typed.types:
-        try:
-            serializer.register(cls)
-        except ValueError as error:
-            raise GraphDefinitionError(
-                f"the state schema {typed.name} names {cls.__qualname__}, which cannot be "
-                f"registered with the checkpoint saver's serializer: {error}; give the class a "
-                "name of its own (module and qualified name), or use another serializer"
-            ) from error
