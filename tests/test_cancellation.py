@@ -79,6 +79,7 @@ def test_an_interrupted_stream_ends_at_once_with_an_empty_result() -> None:
     assert done == []
     assert stream.is_cancelled()
     assert stream.result.is_empty()
+    assert stream.result.is_cancelled()  # (LangGraph4j's isCancelled())
     assert stream.cancel() is False  # (ended)
 
 
@@ -92,6 +93,10 @@ def test_a_cancel_without_interrupt_lets_the_running_step_finish_then_stops() ->
     assert outputs == [START, "agent_1"]
     assert done == ["agent_1"]
     assert stream.is_cancelled() and stream.result.is_empty()
+    assert stream.result.is_cancelled()
+    finished = three_agents([], delay=0.0).stream(GraphInput.no_args())
+    list(finished)
+    assert finished.result.is_state_data() and not finished.result.is_cancelled()
 
 
 def test_a_cancel_between_steps_stops_before_the_next() -> None:

@@ -124,6 +124,29 @@ def test_new_input_on_interrupted_thread_starts_over(saver: BaseCheckpointSaver)
     assert calls.counts == {"a": 2, "b": 1, "c": 1}
 
 
+def test_none_as_input_continues_a_pending_run_and_else_starts_one(
+    saver: BaseCheckpointSaver,
+) -> None:
+    """``invoke(None, config)`` continues the thread's parked run, as ``GraphInput.resume()``
+    (LangGraph's ``invoke(None)``, LangGraph4j's ``stream(null)``); on a thread whose run
+    completed it starts a new one, as ``GraphInput.no_args()``; ``GraphInput.no_args()``
+    itself always starts a new run."""
+    calls = Calls()
+    graph = linear(saver, calls, interrupt_before=("b",))
+    graph.invoke({"x": 1}, CFG)
+    outputs = [o.node for o in graph.stream(None, CFG)]
+    assert outputs == ["b", "c", END]  # resumed: no START, b not stopped at again
+    assert graph.get_state(CFG).values["log"] == ["a", "b", "c"]
+    assert calls.counts == {"a": 1, "b": 1, "c": 1}
+    # nothing pending: a new run from START (which parks before b again)
+    assert run(graph, None)[1].as_interruption_metadata().node_id == "b"
+    assert calls.counts == {"a": 2, "b": 1, "c": 1}
+    # an explicit no_args() on the parked thread starts over rather than resume
+    assert run(graph, GraphInput.no_args())[1].as_interruption_metadata().node_id == "b"
+    assert calls.counts == {"a": 3, "b": 1, "c": 1}
+    assert graph.invoke(None, CFG).value("log") == ["a", "b", "c", "a", "a", "b", "c"]
+
+
 def test_invoke_returns_state_at_interruption(saver: BaseCheckpointSaver) -> None:
     graph = linear(saver, interrupt_before=("c",))
     state = graph.invoke({}, CFG)

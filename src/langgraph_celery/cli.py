@@ -233,7 +233,11 @@ def _required_thread(args: argparse.Namespace) -> str:
 
 
 def cmd_run(args: argparse.Namespace, out: IO[str]) -> int:
-    graph_input = json_object("--input", args.input)
+    from langgraph_celery.graph.types import GraphInput
+
+    values = json_object("--input", args.input)
+    # (a new run even on a thread with a parked one, which `resume` continues)
+    graph_input = GraphInput.no_args() if values is None else GraphInput.args(values)
     graph = load_graph(args.target)
     thread_id = _thread_for(graph, args.thread, out)
     follow(graph, graph_input, thread_id, target=args.target, env=environment_flags(args), out=out)

@@ -367,6 +367,27 @@ def test_update_state_on_a_parked_run_then_resume_as_in_process(
     assert results[0][0]["log"] == ["a", "human", "gate", "b"]
 
 
+def test_none_as_input_continues_a_parked_run_as_in_process(
+    celery_stack: CeleryStack, thread: str
+) -> None:
+    """``start(None, config)`` on a parked thread resumes its run (no new run), and on a
+    thread whose run completed starts a new one, as ``invoke(None, config)`` in process."""
+    local = gate().compile(CompileConfig(checkpoint_saver=MemorySaver()))
+    results = []
+    for graph in (local, celery_stack.graph("gate")):
+        config = RunnableConfig(thread_id=thread)
+        first = graph.invoke({"topic": "t"}, config)
+        assert first.data["log"] == ["a"]
+        graph.update_state(config, {"approved": True})
+        state = graph.invoke(None, config)  # continues the parked run
+        again = graph.invoke(None, config)  # completed: a new run from START
+        history = graph.get_state_history(config)
+        results.append((dict(state.data), dict(again.data), [(s.step, s.node) for s in history]))
+    assert results[1] == results[0]
+    assert results[0][0]["log"] == ["a", "gate", "b"]  # (a new run would have run a again)
+    assert results[0][1]["log"] == ["a", "gate", "b", "a", "gate", "b"]
+
+
 # -- wake-ups --------------------------------------------------------------------------------------
 
 

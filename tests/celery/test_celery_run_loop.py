@@ -540,6 +540,7 @@ def test_cancelling_a_celery_stream_cancels_its_run(
         redis_client.delete(f"hold:{thread}:a")
     assert outputs == ["__START__"]
     assert stream.is_cancelled() and stream.result.is_empty()
+    assert stream.result.is_cancelled()
     run_id = celery_stack.saver.get(thread).run_id
     assert RunHandle.from_run_id(graph, run_id).status() == "cancelled"
     state = graph.invoke(GraphInput.resume(), config, timeout=30)  # resumable

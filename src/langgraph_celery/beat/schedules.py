@@ -31,7 +31,9 @@ def start_scheduled(
 ) -> dict[str, Any]:
     """The body of the start task: start one run; returns its ids (or why it was skipped)."""
     thread = thread_id or f"{name}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S.%fZ')}"
-    graph_input = GraphInput.of(runtime.serializer.from_jsonable(input_data))
+    values = runtime.serializer.from_jsonable(input_data)
+    # (a new run, even on a thread whose last run is parked)
+    graph_input = GraphInput.no_args() if values is None else GraphInput.of(values)
     try:
         checkpoint, _ = run_sync(
             CelerySource(runtime).begin(graph_input, RunnableConfig(thread_id=thread))

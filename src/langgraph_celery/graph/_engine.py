@@ -83,6 +83,7 @@ class Engine(Stepping):
         thread_id = config.thread_id
         self.check_owner(base)
         added = dict(extra or {})
+        graph_input = _loop.given_input(graph_input, base, config.checkpoint_id)
         if graph_input.is_resume:
             stored = await self._resume(
                 base, graph_input.value, config, run_id, base_writes, added, store

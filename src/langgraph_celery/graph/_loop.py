@@ -42,6 +42,7 @@ from langgraph_celery.graph._marks import (
     is_resumed,
     steps_taken,
 )
+from langgraph_celery.graph.types import GraphInput
 
 __all__ = [
     "LATE_STEPS",
@@ -55,6 +56,7 @@ __all__ = [
     "dispatchable",
     "fail",
     "foreign_graph",
+    "given_input",
     "is_continued",
     "keeps_unstored",
     "overtaken",
@@ -77,6 +79,20 @@ def is_continued(checkpoint: Checkpoint) -> bool:
     """Whether ``checkpoint`` continues a stopped step (a resume or fork of it), so that the
     updates its tasks recorded before stopping are carried on it."""
     return checkpoint.kind in (CheckpointKind.RESUME, CheckpointKind.FORK)
+
+
+def given_input(graph_input: GraphInput, base: Checkpoint | None, named: str | None) -> GraphInput:
+    """What a run starts with, ``base`` being the checkpoint it starts from (the thread's
+    latest, or the one ``named`` by ``config.checkpoint_id``): ``None`` given as the input
+    continues the thread's pending run (a parked, failed or cancelled one) as
+    ``GraphInput.resume()`` does, as LangGraph's ``invoke(None, config)`` and LangGraph4j's
+    ``stream(null, config)`` do; on a thread with nothing pending, on a new thread, or with a
+    checkpoint named (a fork of it), it is ``GraphInput.no_args()``."""
+    if not graph_input.is_none:
+        return graph_input
+    if named is None and has_pending(base):
+        return GraphInput.resume()
+    return GraphInput.no_args()
 
 
 @dataclass(frozen=True)

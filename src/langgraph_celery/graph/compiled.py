@@ -126,7 +126,7 @@ class GraphStream(Iterator[NodeOutput], AsyncIterator[NodeOutput]):
         """The run's :class:`GraphResult`; available after the stream is exhausted."""
         if not self._finished:
             raise GraphStateError("the stream is not exhausted yet; iterate it to the end first")
-        return GraphResult.of(self._outcome.value)
+        return GraphResult.of(self._outcome.value, cancelled=self._outcome.cancelled)
 
     def __iter__(self) -> GraphStream:
         return self

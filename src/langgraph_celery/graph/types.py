@@ -71,6 +71,9 @@ class _InputKind(enum.Enum):
     NO_ARGS = "no_args"
     ARGS = "args"
     RESUME = "resume"
+    #: ``None`` given as the input: a resume or no arguments, as the thread has it
+    #: (``graph/_loop.py`` ``given_input``)
+    NONE = "none"
 
 
 @dataclass(frozen=True)
@@ -100,13 +103,20 @@ class GraphInput:
     def is_resume(self) -> bool:
         return self.kind is _InputKind.RESUME
 
+    @property
+    def is_none(self) -> bool:
+        """Whether ``invoke`` was given ``None``: it continues the thread's pending run if it
+        has one (a resume), else it is :meth:`no_args` (``graph/_loop.py`` ``given_input``)."""
+        return self.kind is _InputKind.NONE
+
     @classmethod
     def of(cls, value: GraphInput | Mapping[str, Any] | None) -> GraphInput:
-        """A :class:`GraphInput` from what ``invoke`` was given: a mapping means ``args``."""
+        """A :class:`GraphInput` from what ``invoke`` was given: a mapping means ``args``;
+        ``None``, a resume of the thread's pending run if it has one, else ``no_args``."""
         if isinstance(value, GraphInput):
             return value
         if value is None:
-            return cls.no_args()
+            return cls(_InputKind.NONE)
         if isinstance(value, Mapping):
             return cls.args(value)
         raise TypeError(
@@ -226,13 +236,17 @@ class GraphResult:
 
     kind: _ResultKind
     value: Any = None
+    #: the run was cancelled before it ended (the result is then empty)
+    cancelled: bool = False
 
     Kind = _ResultKind
 
     @classmethod
-    def of(cls, value: Any) -> GraphResult:
+    def of(cls, value: Any, cancelled: bool = False) -> GraphResult:
+        """The result of a run that stopped with ``value``; ``cancelled``: the run was
+        cancelled (a value of ``None`` is then a cancelled, empty result)."""
         if value is None:
-            return cls(_ResultKind.EMPTY)
+            return cls(_ResultKind.EMPTY, cancelled=cancelled)
         if isinstance(value, InterruptionMetadata):
             return cls(_ResultKind.INTERRUPTION_METADATA, value)
         if isinstance(value, CheckpointSaverTag):
@@ -245,6 +259,11 @@ class GraphResult:
 
     def is_empty(self) -> bool:
         return self.kind is _ResultKind.EMPTY
+
+    def is_cancelled(self) -> bool:
+        """Whether the run was cancelled before it ended: its result is empty too (SPEC §9;
+        LangGraph4j's ``isCancelled()``)."""
+        return self.cancelled
 
     def is_state_data(self) -> bool:
         return self.kind is _ResultKind.STATE_DATA

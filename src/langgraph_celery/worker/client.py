@@ -65,6 +65,8 @@ class CelerySource(Follower):
         for attempt in range(_loop.LATE_STEPS + 1):
             view, claim = _claims.claim_thread(runtime, thread_id)
             latest = view.checkpoint
+            if config.checkpoint_id is None:  # (None continues the latest's pending run)
+                graph_input = _loop.given_input(graph_input, latest, None)
             if (
                 graph_input.is_resume
                 and latest is not None
