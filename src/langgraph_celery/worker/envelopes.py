@@ -13,8 +13,13 @@ could push to the broker could stop every worker in turn.
 each envelope as kombu reads it: one it cannot read is logged (its queue and the start of the
 text) and dropped, and the worker serves on.  Nothing else changes: an envelope kombu reads goes
 to Celery's consumer as before, whose own checks (and the guard's) refuse a bad task message.
-Other transports hand the worker whole messages (AMQP's frames are parsed by the broker and by
-``py-amqp``, whose body errors Celery's consumer handles), so there is nothing to guard there.
+On AMQP, ``py-amqp`` decodes a message's properties (its content type and headers table) as
+it reads the frame, in the worker's event loop too; RabbitMQ passes them on as published: a
+header it cannot decode (a timestamp past the year 9999, tables nested deeper than Python's
+recursion limit, a content type that is not UTF-8) raised out of that loop and stopped the
+worker, and the message, never acknowledged, stopped the next one.
+:func:`guard_amqp_properties` has such properties decoded as none instead (logged), so that
+Celery's consumer refuses the message as one it cannot read, and the worker serves on.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from kombu import compression
 __all__ = [
     "MalformedEnvelope",
     "bound_decompression",
+    "guard_amqp_properties",
     "guard_redis_envelopes",
     "payload_problem",
 ]
@@ -136,6 +142,41 @@ def _dropped(channel: Any, problem: str) -> None:
         queues,
         problem[:_SHOWN],
     )
+
+
+def guard_amqp_properties() -> bool:
+    """Make ``py-amqp``'s decoding of a message's basic properties (content type, encoding,
+    headers table, ...) log and return none (no headers, no content type) instead of raising
+    on properties it cannot decode: Celery's consumer then refuses the message (an unknown or
+    undecodable message, settled) and the worker serves on.  Process-wide and idempotent;
+    called in workers.  Returns whether ``py-amqp`` is there to guard."""
+    try:
+        from amqp import serialization  # type: ignore[import-untyped]
+        from amqp.spec import Basic  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover - (kombu requires py-amqp)
+        return False
+    decode = serialization.PROPERTY_CLASSES.get(Basic.CLASS_ID)
+    if decode is None:  # pragma: no cover
+        return False
+    if getattr(decode, "__guarded_properties__", False):
+        return True
+
+    def guarded(buf: Any, offset: int) -> tuple[dict[str, Any], int]:
+        try:
+            properties, end = decode(buf, offset)
+        except Exception as error:  # (RecursionError, OverflowError, UnicodeDecodeError, ...)
+            log.error(
+                "Refused a message on the broker whose AMQP properties py-amqp cannot decode "
+                "(decoded as none): %s: %s",
+                type(error).__name__,
+                str(error)[:_SHOWN],
+            )
+            return {"application_headers": {}}, len(buf)
+        return properties, end
+
+    guarded.__guarded_properties__ = True  # type: ignore[attr-defined]
+    serialization.PROPERTY_CLASSES[Basic.CLASS_ID] = guarded
+    return True
 
 
 #: The most a compressed message body may inflate to in a worker (a few hundred bytes of bzip2

@@ -27,10 +27,15 @@ countdown, a redelivery) discarded as revoked, and the run cancelled.  Nor may i
 further ahead than the broker's visibility timeout (:func:`longest_countdown` is the longest a
 node's retry waits): a worker holds a message with a later one as scheduled, and the reaper,
 which asks the workers whether a lost step's task is alive, would wait for that copy instead of
-sending the step again.
+sending the step again.  (An ``eta`` of AMQP's timestamp type, which Celery takes as it is, too.)
+A message of any other task under a step's task id (``lgc:...``) is held to the same two rules
+for ``expires`` and ``eta``: Celery keys the worker's revoked ids and the tasks the reaper asks
+about by id, whatever the task, so an expired resume message under a running step's id had the
+step's next delivery discarded as revoked, and the run cancelled.
 On Redis it also checks each envelope kombu reads from a queue's list before Celery's consumer
 sees it (:mod:`langgraph_celery.worker.envelopes`): one kombu cannot make a message of is
-dropped with a log line instead of stopping the worker.
+dropped with a log line instead of stopping the worker; on AMQP, properties ``py-amqp`` cannot
+decode are decoded as none (logged), and Celery's consumer refuses the message.
 ``CeleryExecutor(app)`` adds it to the app's consumer steps; ``CeleryExecutor(app,
 guard_task_messages=False)`` does not (``tests/celery/test_celery_consumer_steps.py`` shows a
 worker without it stopped by such a message).
@@ -49,7 +54,11 @@ from celery.utils.time import maybe_iso8601
 from kombu.exceptions import ContentDisallowed, DecodeError
 
 from langgraph_celery.worker import names
-from langgraph_celery.worker.envelopes import bound_decompression, guard_redis_envelopes
+from langgraph_celery.worker.envelopes import (
+    bound_decompression,
+    guard_amqp_properties,
+    guard_redis_envelopes,
+)
 
 __all__ = ["GuardTaskMessages", "NodeRules", "check_task_message", "longest_countdown"]
 
@@ -143,13 +152,16 @@ def _check_retries(value: Any) -> None:
         raise InvalidTaskError(f"task message retries must be a count from 0, got {value!r:.40}")
 
 
-def _check_eta(value: Any, furthest: float) -> None:
-    if not value or not isinstance(value, str):
+def _check_eta(value: Any, furthest: float, what: str) -> None:
+    if isinstance(value, datetime):
+        eta = value  # (an AMQP header of type timestamp: Celery's request takes it as it is)
+    elif not value or not isinstance(value, str):
         return  # (none; one of another type Celery's request refuses itself)
-    try:
-        eta = maybe_iso8601(value)  # (as Celery's request reads it)
-    except (ValueError, OverflowError):
-        return  # (Celery's request refuses it)
+    else:
+        try:
+            eta = maybe_iso8601(value)  # (as Celery's request reads it)
+        except (ValueError, OverflowError):
+            return  # (Celery's request refuses it)
     if eta.tzinfo is None:
         eta = eta.replace(tzinfo=UTC)
     try:
@@ -158,7 +170,7 @@ def _check_eta(value: Any, furthest: float) -> None:
         return
     if eta > latest:
         raise InvalidTaskError(
-            f"node task message eta {value[:40]!r} is more than {furthest:.0f} s ahead (the "
+            f"{what} eta {str(value)[:40]!r} is more than {furthest:.0f} s ahead (the "
             "broker's visibility timeout): a node task waits at most that long (its retries)"
         )
 
@@ -172,10 +184,15 @@ def _check_node_limits(value: Any, own: tuple[Any, Any]) -> None:
     )
 
 
-def check_task_message(message: Any, body: Any, node: NodeRules | None = None) -> None:
+def check_task_message(
+    message: Any, body: Any, node: NodeRules | None = None, furthest: float | None = None
+) -> None:
     """Raise :class:`InvalidTaskError` unless ``message`` has the shape of a task message;
     with ``node`` (a node task's rules), of a node task message: its ``timelimit`` none or its
     task's own, its ``retries`` a count, no ``expires``, an ``eta`` no further than the rules'.
+    With ``furthest`` (the broker's visibility timeout), a message of another task under a
+    step's task id (``lgc:...``) has no ``expires`` and no ``eta`` further ahead either: the
+    worker keys its revoked and its scheduled tasks by id, whatever their task.
 
     ``body`` is what the consumer decoded for a protocol-1 message (``None`` for protocol 2,
     whose headers name the task and whose body is decoded here; decoding errors and refused
@@ -223,14 +240,25 @@ def check_task_message(message: Any, body: Any, node: NodeRules | None = None) -
     if node is not None:
         _check_node_limits(fields.get("timelimit"), node.limits)
         _check_retries(fields.get("retries"))
-        if fields.get("expires") is not None:
-            raise InvalidTaskError("node task message has an expires: a node task never expires")
-        _check_eta(fields.get("eta"), node.furthest)
+        what, furthest = "node task message", node.furthest
+    elif furthest is not None and fields["id"].startswith(names.STEP_TASK_ID_PREFIX):
+        # A message of any task under a step's id may neither expire (Celery adds an expired
+        # message's id to the worker's revoked ids, and would discard the step's own next
+        # delivery as revoked, cancelling its run) nor be due later than a node task message
+        # (the reaper asks the workers whether they hold a lost step's task, by id).
+        what = f"task message under a step's task id ({fields['id'][:80]!r})"
+    else:
+        return
+    if fields.get("expires") is not None:
+        raise InvalidTaskError(f"{what} has an expires: a node task never expires")
+    _check_eta(fields.get("eta"), furthest, what)
 
 
-def _guarded(strategy: Callable[..., Any], node: NodeRules | None) -> Callable[..., Any]:
+def _guarded(
+    strategy: Callable[..., Any], node: NodeRules | None, furthest: float
+) -> Callable[..., Any]:
     def guarded(message: Any, body: Any, *args: Any, **kwargs: Any) -> Any:
-        check_task_message(message, body, node)
+        check_task_message(message, body, node, furthest)
         return strategy(message, body, *args, **kwargs)
 
     return guarded
@@ -325,7 +353,8 @@ class GuardTaskMessages(bootsteps.StartStopStep):  # type: ignore[misc]
             consumer.strategies = _Strategies(consumer.strategies)
         for name, strategy in list(consumer.strategies.items()):
             if getattr(strategy, "__wrapped_strategy__", None) is None:
-                guarded = _guarded(strategy, _node_rules(consumer, name))
+                furthest = _visibility_timeout(consumer.app)
+                guarded = _guarded(strategy, _node_rules(consumer, name), furthest)
                 guarded.__wrapped_strategy__ = strategy  # type: ignore[attr-defined]
                 consumer.strategies[name] = guarded
         if "on_unknown_task" not in vars(consumer):
@@ -338,4 +367,5 @@ class GuardTaskMessages(bootsteps.StartStopStep):  # type: ignore[misc]
         if task_consumer is not None:
             task_consumer.on_decode_error = consumer.on_decode_error
         guard_redis_envelopes(getattr(task_consumer, "channel", None))
+        guard_amqp_properties()
         bound_decompression()

@@ -85,6 +85,7 @@ __all__ = [
     "RESUME_TASK",
     "SENDING_KEY",
     "STALL_TIMER",
+    "STEP_TASK_ID_PREFIX",
     "START_TASK",
     "STORED_KEY",
     "celery_task_id",
@@ -117,8 +118,12 @@ def is_node_task(name: str) -> bool:
     return name.startswith(_NODE_PREFIX)
 
 
+#: How every step's Celery task id starts (:func:`celery_task_id`).
+STEP_TASK_ID_PREFIX = "lgc:"
+
+
 def celery_task_id(run_id: str, checkpoint_id: str, task_id: str) -> str:
-    return f"lgc:{run_id}:{checkpoint_id}:{task_id}"
+    return f"{STEP_TASK_ID_PREFIX}{run_id}:{checkpoint_id}:{task_id}"
 
 
 def thread_channel(thread_id: str, final: bool = False) -> str:
