@@ -96,14 +96,20 @@ def test_sync_kill_worker_loses_nothing_and_applies_each_update_once(
     victim = stack.start_worker(f"victim-{mode}", concurrency=RUNS)
     runs = _start(stack, f"dur-{mode}", mode)
     hit = _kill_worker_mid_b(stack, runs, victim)
+    # (read right after the kill: the survivor sends nothing again before the reaper's pass)
+    a_stored = {t for t in hit if any(c.next == ("b",) for c in history(stack.saver, t))}
     for thread, handle in runs:
         _wait(stack, thread, handle)
         checkpoints = assert_exact(stack.saver, thread, CHAIN)  # every step stored, once
         assert len(checkpoints) == 4
         ran = [n for n, _ in started(stack.side, thread)]
         if thread in hit:
-            # the steps before the crash were stored: a ran once, only b runs again
-            assert ran.count("a") == 1, ran
+            # the steps stored before the crash stay: only b runs again.  With "async", a's
+            # step is stored while b runs: if the kill came before that store (the README: a
+            # crash also loses the step being stored), a runs again too, and its update still
+            # lands once (assert_exact above)
+            again = mode == "async" and thread not in a_stored
+            assert ran.count("a") == (2 if again else 1), (ran, sorted(a_stored))
             assert ran.count("b") == 2, ran
     assert stack.workers[0].alive()
 
