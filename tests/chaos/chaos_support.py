@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import random
 import sys
 import threading
 import time
@@ -216,6 +217,9 @@ def race_client(
                 return
             action, thread = item
             barrier.wait(30)
+            # (a jitter of a few ms: on a loaded machine the same process would else wake first
+            # every time, and the race would not show that either can win)
+            time.sleep(random.uniform(0, 0.005))
             if action == "resume":
                 call: Any = GraphInput.resume({"log": [f"resumed-by-{name}"]})
             else:
