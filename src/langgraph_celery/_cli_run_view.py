@@ -32,6 +32,7 @@ from langgraph_celery._cli_load import load_graphs, missing_sqlite_file, no_data
 from langgraph_celery._cli_output import ENV_VARIABLES
 from langgraph_celery._cli_secrets import Secrets, mask_urls
 from langgraph_celery.checkpoint.index import RunIndex, RunRecord, RunStatus
+from langgraph_celery.graph._loop import run_node
 
 if TYPE_CHECKING:
     from langgraph_celery.checkpoint import SqlSaver
@@ -136,8 +137,7 @@ def run_view(view: CheckpointView | None, record: RunRecord | None) -> RunView:
         raise ValueError("a run is known by its record or by a checkpoint of it")
     if stored is not None and (stored.terminal or record is None):
         run = replace(run, status=stored.status)  # (else the record knows better: see above)
-    if run.node is None and run.status is not RunStatus.COMPLETED and checkpoint is not None:
-        run = replace(run, node=checkpoint.next[0] if checkpoint.next else None)
+    run = replace(run, node=run_node(run.status, run.node, checkpoint))
     if stored is None or stored.status is not run.status:
         return run
     if stored.parking is not None:
@@ -179,10 +179,10 @@ def latest_of_run(
         return view if view.checkpoint is not None else None
     if not history:
         return None
-    for checkpoint in saver.list(thread_id):
-        if checkpoint.run_id == run_id:
-            return saver.get_with_writes(thread_id, checkpoint.checkpoint_id)
-    return None
+    from langgraph_celery.worker.cancelling import run_in_history
+
+    mine = run_in_history(saver, thread_id, run_id, view.checkpoint.checkpoint_id)
+    return saver.get_with_writes(thread_id, mine.checkpoint_id) if mine is not None else None
 
 
 def graph_key(graph: CompiledGraph) -> str:

@@ -50,6 +50,9 @@ class Statements:
     latest: Select[Any]
     by_id: Select[Any]
     history: Select[Any]
+    #: ``history``'s first ``limit`` rows; and those stored before checkpoint ``checkpoint_id``
+    recent: Select[Any]
+    recent_before: Select[Any]
     view_latest: Select[Any]
     view_by_id: Select[Any]
     writes_of: Select[Any]
@@ -139,6 +142,13 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
     of_thread = select(*columns).where(c.thread_id == thread_id, c.pruned_at.is_(None))
     latest = of_thread.order_by(c.seq.desc()).limit(1)
     by_id = of_thread.where(c.checkpoint_id == checkpoint_id)
+    limit = bindparam("limit", type_=Integer)
+    mark = checkpoints.alias("anchor")
+    anchor = (
+        select(mark.c.seq)
+        .where(mark.c.thread_id == thread_id, mark.c.checkpoint_id == checkpoint_id)
+        .scalar_subquery()
+    )
 
     module: Any = {"postgresql": postgresql, "sqlite": sqlite}.get(dialect)
     put_write_ignoring = upsert_timer = None
@@ -179,6 +189,8 @@ def build_statements(tables: Tables, dialect: str) -> Statements:
         latest=latest,
         by_id=by_id,
         history=of_thread.order_by(c.seq.desc()),
+        recent=of_thread.order_by(c.seq.desc()).limit(limit),
+        recent_before=of_thread.where(c.seq < anchor).order_by(c.seq.desc()).limit(limit),
         view_latest=_view(tables, latest, thread_id),
         view_by_id=_view(tables, by_id, thread_id),
         writes_of=select(w.task_id, w.node, w.body, w.kind)

@@ -170,6 +170,19 @@ class BaseCheckpointSaver(abc.ABC):
     def list(self, thread_id: str) -> Sequence[Checkpoint]:
         """All of the thread's checkpoints, newest (last stored) first."""
 
+    def list_page(
+        self, thread_id: str, limit: int, before: str | None = None
+    ) -> Sequence[Checkpoint]:
+        """At most ``limit`` of the thread's checkpoints, newest first: the newest, or those
+        stored before checkpoint ``before`` (none when it is not the thread's).  What shows a
+        long thread a page at a time (the console) reads only that page; this default reads
+        the whole thread, which a saver that can read fewer rows overrides."""
+        checkpoints = list(self.list(thread_id))
+        if before is not None:
+            ids = [checkpoint.checkpoint_id for checkpoint in checkpoints]
+            checkpoints = checkpoints[ids.index(before) + 1 :] if before in ids else []
+        return checkpoints[: max(limit, 0)]
+
     @abc.abstractmethod
     def put_writes(
         self,

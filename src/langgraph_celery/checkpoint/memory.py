@@ -188,6 +188,28 @@ class MemorySaver(MemoryRuns, BaseCheckpointSaver, RunIndex):
             return []
         return [self._load(thread_id, stored, thread) for stored in rows]
 
+    def list_page(
+        self, thread_id: str, limit: int, before: str | None = None
+    ) -> Sequence[Checkpoint]:
+        with self._lock:
+            thread = self._threads.get(thread_id)
+            rows = _live(thread)
+            if before is not None:
+                ids = [stored.checkpoint_id for stored in rows]
+                anchor = thread.checkpoints.get(before) if thread is not None else None
+                if anchor is None:
+                    rows = []
+                elif before in ids:
+                    rows = rows[ids.index(before) + 1 :]
+                else:  # (pruned: those stored before it)
+                    order = list(thread.checkpoints) if thread is not None else []
+                    older = set(order[: order.index(before)])
+                    rows = [stored for stored in rows if stored.checkpoint_id in older]
+            rows = rows[: max(limit, 0)]
+        if thread is None:
+            return []
+        return [self._load(thread_id, stored, thread) for stored in rows]
+
     def _has_step(self, checkpoint: Checkpoint) -> bool:
         with self._lock:
             thread = self._threads.get(checkpoint.thread_id)

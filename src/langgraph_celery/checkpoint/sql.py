@@ -256,6 +256,20 @@ class SqlSaver(SqlWrites, SqlRuns, SqlRetention, BaseCheckpointSaver, RunIndex):
 
         return reread_if_pruned(read)
 
+    def list_page(
+        self, thread_id: str, limit: int, before: str | None = None
+    ) -> Sequence[Checkpoint]:
+        params: dict[str, Any] = {"thread_id": thread_id, "limit": max(limit, 0)}
+        statement = self._sql.recent
+        if before is not None:
+            statement = self._sql.recent_before
+            params["checkpoint_id"] = before
+
+        def read() -> Sequence[Checkpoint]:
+            return self._load_all(thread_id, self._read(statement, params))
+
+        return reread_if_pruned(read)
+
     def release(self, thread_id: str) -> Sequence[Checkpoint]:
         checkpoints, writes = self._tables.checkpoints, self._tables.writes
         with self._begin() as conn:

@@ -22,8 +22,9 @@ from langgraph_celery.console.models import (
     SessionOut,
     ThreadOut,
 )
-from langgraph_celery.console.runs import RunView, list_runs, read_run, read_thread
+from langgraph_celery.console.runs import RunView, list_runs, read_run
 from langgraph_celery.console.steering import ActionResult
+from langgraph_celery.console.threads import THREAD_PAGE, read_thread
 
 __all__ = ["console_of", "router"]
 
@@ -160,6 +161,16 @@ async def fork(console: ConsoleDep, body: ForkIn) -> ActionOut:
 
 
 @router.get("/threads/{thread_id:path}", response_model=ThreadOut, summary="a thread's history")
-async def thread(console: ConsoleDep, thread_id: str, graph: str | None = None) -> ThreadOut:
-    view = await console.call(read_thread, console.catalog, thread_id, graph)
+async def thread(
+    console: ConsoleDep,
+    thread_id: str,
+    graph: str | None = None,
+    before: Annotated[
+        str | None, Query(description="a checkpoint id: the page of those stored before it")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = THREAD_PAGE,
+) -> ThreadOut:
+    view = await console.call(
+        lambda: read_thread(console.catalog, thread_id, graph, before=before, limit=limit)
+    )
     return ThreadOut.of(view, console.settings.flower_url)

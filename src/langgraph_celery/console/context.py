@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
+from langgraph_celery._json_text import JsonTextError, json_problem, read_json
 from langgraph_celery.console.catalog import Catalog
 from langgraph_celery.console.forms import ApprovalForm, approval_form, forms_of
 from langgraph_celery.console.runs import RunView
@@ -31,12 +31,9 @@ def parse_update(text: str | None, *, required: bool = False) -> dict[str, Any] 
             raise UpdateError("the update is empty: type a JSON object, e.g. {}")
         return None
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise UpdateError(
-            f"the update is not valid JSON: {error.msg} at line {error.lineno}, column "
-            f"{error.colno}"
-        ) from None
+        value = read_json(text)
+    except JsonTextError as error:
+        raise UpdateError(json_problem("the update", error)) from None
     if not isinstance(value, dict):
         raise UpdateError(
             f"the update must be a JSON object ({{...}}) of state keys, not a "

@@ -15,14 +15,37 @@ from typing import Any, Literal
 
 from pydantic_core import to_jsonable_python
 
-__all__ = ["Change", "ChangeKind", "compact", "diff_states", "jsonable", "pretty"]
+__all__ = ["Change", "ChangeKind", "compact", "diff_states", "jsonable", "pretty", "pretty_shown"]
 
 ChangeKind = Literal["added", "removed", "changed", "appended"]
 
 
+#: How deeply a value that nests past what pydantic converts (about 250 levels, which the store
+#: accepts) is shown: below that, arrays and objects show as :data:`DEEPER`.
+SHOWN_DEPTH = 64
+DEEPER = "\u2026 (nested deeper than shown)"
+
+
 def jsonable(value: Any) -> Any:
     """``value`` as JSON types (dicts, lists, strings, numbers, booleans, ``None``)."""
-    return to_jsonable_python(value, fallback=repr)
+    try:
+        return to_jsonable_python(value, fallback=repr)
+    except (ValueError, RecursionError):  # pydantic's "circular reference (depth exceeded)"
+        return _capped(value, SHOWN_DEPTH)
+
+
+def _capped(value: Any, levels: int) -> Any:
+    """``value`` as JSON types, its arrays and objects ``levels`` deep at most."""
+    if isinstance(value, Mapping | list | tuple | set | frozenset):
+        if levels == 0:
+            return DEEPER
+        if isinstance(value, Mapping):
+            return {str(k): _capped(v, levels - 1) for k, v in value.items()}
+        return [_capped(v, levels - 1) for v in value]
+    try:
+        return to_jsonable_python(value, fallback=repr)
+    except (ValueError, RecursionError):  # a model or dataclass nesting too deeply
+        return DEEPER
 
 
 #: Characters that change how the text around them is laid out without showing themselves:
@@ -39,6 +62,19 @@ def _shown(text: str) -> str:
 def compact(value: Any) -> str:
     """``value`` as one line of JSON text (layout controls escaped)."""
     return _shown(json.dumps(jsonable(value), ensure_ascii=False))
+
+
+#: The most characters of one value's JSON a page shows (the API gives all of it): a state of
+#: 10,000 messages would otherwise put megabytes in every inbox card and history row.
+SHOWN_CHARS = 50_000
+
+
+def pretty_shown(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """:func:`pretty`, cut after ``limit`` characters with a line that says how many more."""
+    text = pretty(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n\u2026 {len(text) - limit:,} more characters (the API gives them all)"
 
 
 def pretty(value: Any) -> str:

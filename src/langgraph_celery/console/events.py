@@ -21,7 +21,8 @@ from langgraph_celery.checkpoint.index import RunStatus
 from langgraph_celery.console.api import ConsoleDep
 from langgraph_celery.console.models import RunOut, RunPageOut
 from langgraph_celery.console.redact import redact
-from langgraph_celery.console.runs import list_runs, thread_fingerprint
+from langgraph_celery.console.runs import list_runs
+from langgraph_celery.console.threads import thread_fingerprint
 
 __all__ = ["router"]
 

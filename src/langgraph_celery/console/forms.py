@@ -37,6 +37,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from langgraph_celery._json_text import JsonTextError, json_problem, read_json
 from langgraph_celery.console.diff import jsonable
 
 __all__ = [
@@ -259,9 +260,9 @@ def parse_form(
             continue  # left empty: the model's default, or "field required" (a required box too)
         if item.kind == "json":
             try:
-                raw[item.name] = json.loads(text)
-            except json.JSONDecodeError as error:
-                errors[item.name] = f"not valid JSON: {error}"
+                raw[item.name] = read_json(text)
+            except JsonTextError as error:
+                errors[item.name] = json_problem("the value", error)
             continue
         raw[item.name] = text
     # (validated even when a JSON field did not parse, so every field's error shows at once)

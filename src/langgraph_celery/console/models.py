@@ -6,15 +6,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
+from langgraph_celery._json_text import json_problem, value_problem
 from langgraph_celery.checkpoint.index import RunStatus
 from langgraph_celery.console.catalog import GraphEntry
 from langgraph_celery.console.diff import jsonable
 from langgraph_celery.console.forms import ApprovalForm
 from langgraph_celery.console.redact import redact
-from langgraph_celery.console.runs import CheckpointRow, RunView, ThreadView
+from langgraph_celery.console.runs import RunView
 from langgraph_celery.console.steering import reject_update
+from langgraph_celery.console.threads import CheckpointRow, ThreadView
 
 __all__ = [
     "ActionOut",
@@ -151,7 +153,10 @@ class RunPageOut(BaseModel):
 
 class ChangeOut(BaseModel):
     key: str
-    kind: str = Field(description="added, removed, changed, or appended (after: the new items)")
+    kind: str = Field(
+        description="added, removed, changed, or appended (after: the new items; before: none, "
+        "not the whole list again)"
+    )
     before: Any = None
     after: Any = None
 
@@ -190,7 +195,12 @@ class CheckpointOut(BaseModel):
             created_at=checkpoint.created_at,
             updates=[(node, jsonable(update)) for node, update in row.updates],
             changes=[
-                ChangeOut(key=c.key, kind=c.kind, before=c.before, after=c.after)
+                ChangeOut(
+                    key=c.key,
+                    kind=c.kind,
+                    before=None if c.kind == "appended" else c.before,
+                    after=c.after,
+                )
                 for c in row.changes
             ],
             tasks=[
@@ -210,12 +220,15 @@ class ThreadOut(BaseModel):
     graph_id: str
     state: dict[str, Any] = Field(description="the latest checkpoint's state")
     highlight: str | None = Field(description="the current run's parked, failed or running node")
-    runs: list[RunOut]
-    checkpoints: list[CheckpointOut] = Field(description="newest first")
+    runs: list[RunOut] = Field(description="the runs of these checkpoints and the current run")
+    checkpoints: list[CheckpointOut] = Field(description="a page of them, newest first")
+    next_before: str | None = Field(
+        None, description="pass as ?before= for the page of older checkpoints"
+    )
 
     @classmethod
     def of(cls, thread: ThreadView, flower_url: str | None) -> ThreadOut:
-        latest = thread.checkpoints[0].checkpoint.values if thread.checkpoints else {}
+        latest = thread.latest.values if thread.latest is not None else {}
         return cls(
             thread_id=thread.thread_id,
             graph_id=thread.entry.key,
@@ -223,6 +236,7 @@ class ThreadOut(BaseModel):
             highlight=thread.highlight,
             runs=[RunOut.of(run) for run in thread.runs],
             checkpoints=[CheckpointOut.of(row, flower_url) for row in thread.checkpoints],
+            next_before=thread.next_before,
         )
 
 
@@ -234,6 +248,14 @@ class ResumeIn(BaseModel):
         description="merged into the state before the run goes on; for reject, None means the "
         "interruption's reject_with",
     )
+
+    @field_validator("update")
+    @classmethod
+    def _strict_json(cls, update: dict[str, Any] | None) -> dict[str, Any] | None:
+        problem = value_problem(update)
+        if problem is not None:  # (the body was read by Python's lenient json.loads)
+            raise ValueError(json_problem("the update", problem))
+        return update
 
 
 class ForkIn(BaseModel):

@@ -11,11 +11,11 @@ from __future__ import annotations
 import base64
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
 import jinja2
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
@@ -25,12 +25,13 @@ from langgraph_celery.console.api import ConsoleDep
 from langgraph_celery.console.catalog import CatalogError
 from langgraph_celery.console.context import Console, UpdateError, parse_update
 from langgraph_celery.console.diagram import render_svg
-from langgraph_celery.console.diff import compact, pretty
+from langgraph_celery.console.diff import compact, pretty, pretty_shown
 from langgraph_celery.console.forms import ApprovalForm, parse_form
 from langgraph_celery.console.models import flower_link
 from langgraph_celery.console.redact import redact
-from langgraph_celery.console.runs import RunView, list_runs, read_run, read_thread
+from langgraph_celery.console.runs import RunView, list_runs, read_run
 from langgraph_celery.console.steering import ActionResult, SteeringError, reject_update
+from langgraph_celery.console.threads import THREAD_PAGE, read_thread
 
 __all__ = ["router", "templates"]
 
@@ -65,8 +66,14 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters.update(
-        pretty=pretty, compact=compact, ago=_ago, when=_when, path=lambda v: quote(str(v), safe="")
+        pretty=pretty_shown,
+        compact=compact,
+        ago=_ago,
+        when=_when,
+        path=lambda v: quote(str(v), safe=""),
     )
+    # a deadline the beat reaper has not acted on yet
+    env.tests["past"] = lambda v: v is not None and v <= datetime.now(UTC)
     return env
 
 
@@ -244,9 +251,16 @@ async def graphs(request: Request, console: ConsoleDep) -> Response:
 
 @router.get("/threads/{thread_id:path}", response_class=HTMLResponse)
 async def thread(
-    request: Request, console: ConsoleDep, thread_id: str, graph: str | None = None
+    request: Request,
+    console: ConsoleDep,
+    thread_id: str,
+    graph: str | None = None,
+    before: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = THREAD_PAGE,
 ) -> Response:
-    view = await console.call(read_thread, console.catalog, thread_id, graph)
+    view = await console.call(
+        lambda: read_thread(console.catalog, thread_id, graph, before=before or None, limit=limit)
+    )
     current = view.current
     svg = render_svg(
         view.entry.graph.spec,
@@ -270,13 +284,17 @@ async def thread(
         current=current,
         svg=Markup(svg),
         links=links,
-        state=pretty(view.checkpoints[0].checkpoint.values) if view.checkpoints else "{}",
+        state=pretty_shown(view.latest.values) if view.latest is not None else "{}",
         fingerprint=[
-            view.checkpoints[0].checkpoint.checkpoint_id,
-            view.checkpoints[0].checkpoint.run_id,
+            view.latest.checkpoint_id if view.latest is not None else "",
+            view.latest.run_id if view.latest is not None else "",
             current.status.value if current else "",
         ],
-        back=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
+        before=before,
+        limit=limit if limit != THREAD_PAGE else None,
+        # (the id quoted again: the request's path has its %XX escapes decoded)
+        back=f"/threads/{quote(thread_id, safe='')}"
+        + (f"?{request.url.query}" if request.url.query else ""),
     )
 
 

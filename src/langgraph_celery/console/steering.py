@@ -132,14 +132,14 @@ class Steering:
     # -- forking ------------------------------------------------------------------------------
 
     def fork(self, thread_id: str, checkpoint_id: str, graph: str | None = None) -> ActionResult:
-        from langgraph_celery.console.runs import read_thread
+        from langgraph_celery.console.threads import entry_of_checkpoint
 
-        thread = read_thread(self.catalog, thread_id, graph)
-        if all(row.checkpoint.checkpoint_id != checkpoint_id for row in thread.checkpoints):
+        entry = entry_of_checkpoint(self.catalog, thread_id, checkpoint_id, graph)
+        if entry is None:
             raise SteeringError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
         config = RunnableConfig(thread_id=thread_id, checkpoint_id=checkpoint_id)
         handle: list[Any] = []
-        started = self._start(thread.entry, None, config, handle)
+        started = self._start(entry, None, config, handle)
         run_id = handle[0].run_id if handle else None
         return ActionResult(
             "fork",

@@ -166,14 +166,12 @@ class EngineBase:
         without a ``graph_id`` (whose id is new in every process) are indexed under ``""``."""
         if not isinstance(self.saver, RunIndex):
             return None
-        if node is None and status is RunStatus.RUNNING and checkpoint.next:
-            node = checkpoint.next[0]
         return RunRecord(
             run_id=checkpoint.run_id,
             thread_id=checkpoint.thread_id,
             graph_id=self.owner or "",
             status=status,
-            node=node,
+            node=_loop.run_node(status, node, checkpoint),
         )
 
     async def record(

@@ -62,6 +62,7 @@ __all__ = [
     "overtaken",
     "rebased",
     "recursion_error",
+    "run_node",
     "same_run",
     "status_of",
     "stores_behind",
@@ -172,6 +173,15 @@ class Decision:
     parking: Parking | None = None
     error: GraphError | None = None
     failure: Failure | None = None
+
+
+def run_node(status: RunStatus, node: str | None, checkpoint: Checkpoint | None) -> str | None:
+    """The node a run with ``status`` at ``checkpoint`` is shown at: ``node`` when known (the
+    one running, parked at or failed), else, unless it completed, the checkpoint's next node
+    (where a cancelled or stopped run resumes)."""
+    if node is None and status is not RunStatus.COMPLETED and checkpoint is not None:
+        return checkpoint.next[0] if checkpoint.next else None
+    return node
 
 
 def recursion_error(limit: int, next_nodes: Sequence[str]) -> GraphRecursionError:

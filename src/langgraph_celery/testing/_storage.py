@@ -90,6 +90,26 @@ class SaverConformance(
         latest = saver.get(THREAD)
         assert latest is not None and latest.checkpoint_id == stored[-1].checkpoint_id
 
+    def test_list_page_is_a_page_of_list(self, saver: BaseCheckpointSaver) -> None:
+        stored = [make_checkpoint(step, run=f"run-{step % 2}") for step in range(7)]
+        for checkpoint in stored:
+            saver.put(checkpoint)
+        saver.put(make_checkpoint(0, thread="other-thread"))
+        ids = [c.checkpoint_id for c in saver.list(THREAD)]
+
+        def page(limit: int, before: str | None = None) -> list[str]:
+            return [c.checkpoint_id for c in saver.list_page(THREAD, limit, before)]
+
+        assert page(3) == ids[:3]
+        assert page(100) == ids
+        assert page(0) == []
+        assert page(3, ids[2]) == ids[3:6]
+        assert page(3, ids[5]) == ids[6:]
+        assert page(3, ids[-1]) == []
+        assert page(3, "ck-missing") == []
+        assert list(saver.list_page(THREAD, 2, ids[0])) == list(saver.list(THREAD))[1:3]
+        assert saver.list_page("no-such-thread", 5) == []
+
     def test_values_round_trip_with_their_types(self, saver: BaseCheckpointSaver) -> None:
         moment = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
         values: dict[str, Any] = {

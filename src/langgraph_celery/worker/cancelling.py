@@ -23,7 +23,7 @@ from langgraph_celery.worker._store_calls import store
 if TYPE_CHECKING:
     from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint
 
-__all__ = ["cancel_run", "latest_of_run", "stored_status"]
+__all__ = ["cancel_run", "latest_of_run", "run_in_history", "stored_status"]
 
 #: ``wake(thread_id, final)``: tells the thread's followers and waiters to read the store again.
 Wake = Callable[[str, bool], None]
@@ -31,14 +31,31 @@ Wake = Callable[[str, bool], None]
 Record = Callable[["Checkpoint", RunStatus], None]
 
 
+#: How many checkpoints a search down a thread's history reads at a time.
+HISTORY_PAGE = 32
+
+
 def latest_of_run(saver: BaseCheckpointSaver, thread_id: str, run_id: str) -> Checkpoint | None:
-    """The latest checkpoint of run ``run_id`` of the thread (usually the thread's latest)."""
+    """The latest checkpoint of run ``run_id`` of the thread: usually the thread's latest; else
+    found down the thread's history, read a page at a time (the thread's latest when the run
+    has none)."""
     latest = saver.get(thread_id)
     if latest is not None and latest.run_id != run_id:
-        for checkpoint in saver.list(thread_id):
-            if checkpoint.run_id == run_id:
-                return checkpoint
+        return run_in_history(saver, thread_id, run_id, latest.checkpoint_id) or latest
     return latest
+
+
+def run_in_history(
+    saver: BaseCheckpointSaver, thread_id: str, run_id: str, before: str | None = None
+) -> Checkpoint | None:
+    """The newest checkpoint of run ``run_id`` stored before checkpoint ``before`` (the newest
+    of all without), reading the thread's history a page at a time, not all of it at once."""
+    while True:
+        page = saver.list_page(thread_id, HISTORY_PAGE, before)
+        found = next((checkpoint for checkpoint in page if checkpoint.run_id == run_id), None)
+        if found is not None or len(page) < HISTORY_PAGE:
+            return found
+        before = page[-1].checkpoint_id
 
 
 def stored_status(saver: BaseCheckpointSaver, checkpoint: Checkpoint | None) -> Status:
@@ -73,7 +90,8 @@ def _record_in_index(saver: BaseCheckpointSaver) -> Record | None:
     def record(checkpoint: Checkpoint, status: RunStatus) -> None:
         known = index.get_run(checkpoint.run_id)
         if known is not None:
-            index.upsert_run(dataclasses.replace(known, status=status))
+            node = _loop.run_node(status, known.node, checkpoint)
+            index.upsert_run(dataclasses.replace(known, status=status, node=node))
 
     return record
 

@@ -171,6 +171,15 @@
     });
     var empty = document.querySelector("[data-empty]");
     if (empty) { empty.hidden = page.runs.length > 0; }
+    // The next page starts after the last run shown now, not after the one first shown.
+    var older = document.querySelector("[data-older]");
+    if (older) {
+      var url = new URL(older.getAttribute("href"), window.location.href);
+      url.searchParams.set("before", page.next_before || "");
+      older.setAttribute("href", url.pathname + url.search);
+      older.hidden = !page.next_before;
+      older.parentNode.hidden = !page.next_before;
+    }
   }
 
   var table = document.querySelector("[data-live-runs]");
