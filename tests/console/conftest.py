@@ -4,9 +4,11 @@ the catalog the console serves them from (helpers are in ``console_support``).""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import console_graphs
 import pytest
+from browser_support import launch, start_playwright
 from console_graphs import Graphs
 
 from langgraph_celery.console import Catalog, ConsoleSettings
@@ -35,6 +37,18 @@ def catalog(graphs: Graphs) -> Catalog:
     return Catalog.of(
         (console_graphs, f"console_graphs:{name}", graph) for name, graph in graphs.all().items()
     )
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Chromium, for a module's browser tests (started when one asks for it)."""
+    playwright = start_playwright()
+    try:
+        chromium = launch(playwright)
+        yield chromium
+        chromium.close()
+    finally:
+        playwright.stop()
 
 
 @pytest.fixture

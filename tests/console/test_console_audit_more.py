@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from browser_support import launch, start_playwright
 from console_graphs import Graphs
 from console_support import park, status_of, thread_id, wait_for
 from fastapi.testclient import TestClient
@@ -29,17 +28,6 @@ def client(catalog: Catalog) -> Iterator[TestClient]:
     with TestClient(create_app(catalog, ConsoleSettings()), base_url=BASE) as client:
         client.headers["x-csrf-token"] = client.get("/api/session").json()["csrf_token"]
         yield client
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    playwright = start_playwright()
-    try:
-        chromium = launch(playwright)
-        yield chromium
-        chromium.close()
-    finally:
-        playwright.stop()
 
 
 @pytest.fixture(scope="module")

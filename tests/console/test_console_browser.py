@@ -16,7 +16,6 @@ from typing import Any
 
 import console_graphs
 import pytest
-from browser_support import launch, start_playwright
 from console_graphs import XSS, Graphs
 from console_support import park, status_of, wait_for, wait_status
 
@@ -26,17 +25,6 @@ from langgraph_celery.console import Catalog, ConsoleSettings, create_app
 from langgraph_celery.console.server import Server
 
 SCREENSHOTS_ENV = "LGC_CONSOLE_SCREENSHOTS"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    playwright = start_playwright()
-    try:
-        chromium = launch(playwright)
-        yield chromium
-        chromium.close()
-    finally:
-        playwright.stop()
 
 
 @pytest.fixture(scope="module")
