@@ -75,6 +75,12 @@ class DeltaConformance(SaverFixtures):
             assert latest is not None and latest.values == stored[-1].values
             view = handle.get_with_writes(thread, stored[3].checkpoint_id)
             assert view.checkpoint == stored[3]
+        newest_first = stored[::-1]
+        for limit in (1, 3):  # (a fresh handle each: a page's deltas read from the store)
+            assert list(factory().list_page(thread, limit)) == newest_first[:limit]
+            for at, checkpoint in enumerate(newest_first):
+                page = factory().list_page(thread, limit, checkpoint.checkpoint_id)
+                assert list(page) == newest_first[at + 1 : at + 1 + limit]
 
     def test_a_chain_of_deltas_reads_back(
         self, saver: BaseCheckpointSaver, saver_factory: Callable[[], BaseCheckpointSaver]

@@ -117,6 +117,14 @@ class PruneConformance(SaverFixtures):
         # Pruning again removes nothing more.
         assert saver.prune("t1", keep_last=2).deleted == ()
 
+    def test_list_page_leaves_out_what_prune_removed(self, saver: BaseCheckpointSaver) -> None:
+        specs = [(f"c{i}", "r1", i < 6) for i in range(7)]  # a run that completed at c6
+        stored = _chain(saver, "t1", specs)
+        saver.prune("t1", keep_last=3)
+        assert list(saver.list_page("t1", 2)) == [stored[6], stored[5]]
+        assert list(saver.list_page("t1", 2, "c5")) == [stored[4]]
+        assert list(saver.list_page("t1", 2, "c4")) == []
+
     def test_pruned_ids_and_steps_stay_taken_until_the_thread_is_deleted(
         self, saver: BaseCheckpointSaver
     ) -> None:
