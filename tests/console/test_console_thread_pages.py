@@ -142,3 +142,20 @@ def test_a_large_state_is_shown_cut_and_the_api_gives_all_of_it(
         assert state["notes"] == notes
     finally:  # (a parked run would stay in the inbox of the other tests)
         client.post(f"/api/runs/{run_id}/cancel")
+
+
+def test_an_inbox_with_more_parked_runs_than_it_shows_says_so(
+    client: TestClient, graphs: Graphs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from console_support import park
+
+    from langgraph_celery.console import pages
+
+    for name in ("One", "Two"):
+        park(graphs.local, {"name": name})
+    assert "data-more" not in client.get("/inbox", headers=PAGE).text
+    monkeypatch.setattr(pages, "INBOX_LIMIT", 1)
+    inbox = client.get("/inbox?graph=local", headers=PAGE).text
+    assert inbox.count('<article class="card parked"') == 1
+    assert "data-more>More runs are parked than the 1 newest shown here" in inbox
+    assert '<a href="/runs?status=parked&amp;graph=local">all parked runs</a>' in inbox

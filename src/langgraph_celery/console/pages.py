@@ -38,6 +38,8 @@ __all__ = ["router", "templates"]
 router = APIRouter(include_in_schema=False)
 NOTICE_COOKIE = "lgc_console_notice"
 ACTIONS = ("approve", "reject", "cancel", "retry", "fork")
+#: The most parked runs the inbox shows (the newest; the runs page lists them all).
+INBOX_LIMIT = 200
 
 
 def _ago(value: datetime | None) -> str:
@@ -179,7 +181,7 @@ async def _inbox(
     error: dict[str, str] | None = None,
 ) -> HTMLResponse:
     page = await console.call(
-        lambda: list_runs(console.catalog, graph, RunStatus.PARKED, limit=200)
+        lambda: list_runs(console.catalog, graph, RunStatus.PARKED, limit=INBOX_LIMIT)
     )
     items = await console.call(_inbox_items, console, page.runs, forms)
     for item in items:
@@ -190,6 +192,7 @@ async def _inbox(
         "inbox.html",
         status_code,
         items=items,
+        more=page.next_before is not None,
         graph=graph,
         errors=error or {},
         indexed=bool(console.catalog.indexed()),
