@@ -43,12 +43,19 @@ def test_diff_names_each_key_that_changed_and_how() -> None:
     }
     assert diff_states(before, after) == [
         Change("a", "changed", 1, 2),
-        Change("log", "appended", ["x"], ["y", "z"]),
+        Change("log", "appended", None, ["y", "z"]),
         Change("new", "added", None, "2026-01-01T00:00:00Z"),
         Change("gone", "removed", True, None),
     ]
     assert diff_states(after, after) == []
     assert diff_states({"log": ["x", "y"]}, {"log": ["y"]})[0].kind == "changed"
+    # a list that grew from equal (not the same) items, and from the same ones
+    grown = diff_states({"log": [{"m": 1}]}, {"log": [{"m": 1}, {"m": 2}]})
+    assert grown == [Change("log", "appended", None, [{"m": 2}])]
+    items = [{"m": 1}]
+    assert diff_states({"log": items}, {"log": [*items, {"m": 2}]}) == grown
+    assert diff_states({"log": items}, {"log": items}) == []
+    assert diff_states({"log": [1]}, {"log": [1.5]}) == [Change("log", "changed", [1], [1.5])]
 
 
 def test_a_model_is_found_by_reference_or_by_name_never_imported() -> None:

@@ -55,11 +55,15 @@ class RowReader:
         self._read = read
         self._sql = sql
 
-    def load_all(self, thread_id: str, rows: Sequence[Any]) -> Sequence[Checkpoint]:
+    def load_all(
+        self, thread_id: str, rows: Sequence[Any], copy: bool = True
+    ) -> Sequence[Checkpoint]:
         """Checkpoints of ``rows`` (newest first), their deltas applied oldest first, each
-        read from the rows at hand."""
+        read from the rows at hand (``copy``: see :meth:`load`)."""
         by_id = {row.checkpoint_id: row for row in rows}
-        loaded = {row.checkpoint_id: self.load(thread_id, row, by_id) for row in reversed(rows)}
+        loaded = {
+            row.checkpoint_id: self.load(thread_id, row, by_id, copy) for row in reversed(rows)
+        }
         return [loaded[row.checkpoint_id] for row in rows]
 
     def load(

@@ -220,6 +220,14 @@ class BaseCheckpointSaver(abc.ABC):
             }
         return CheckpointView(checkpoint, writes, parent, self._has_step(checkpoint))
 
+    def _shared_page(
+        self, thread_id: str, limit: int, before: str | None = None
+    ) -> Sequence[Checkpoint]:
+        """:meth:`list_page` for a reader that only shows what it reads (the console): a saver
+        may return the values it holds without a copy; the caller must never change them.  By
+        default, a copy."""
+        return self.list_page(thread_id, limit, before)
+
     def _shared_view(self, thread_id: str, checkpoint_id: str) -> CheckpointView:
         """:meth:`get_with_writes` for a worker's node task: a saver may return the values it
         holds (its cache of reconstructed states) without a copy, so a step costs nothing in

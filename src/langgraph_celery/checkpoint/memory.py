@@ -191,6 +191,16 @@ class MemorySaver(MemoryRuns, BaseCheckpointSaver, RunIndex):
     def list_page(
         self, thread_id: str, limit: int, before: str | None = None
     ) -> Sequence[Checkpoint]:
+        return self._page(thread_id, limit, before, copy=True)
+
+    def _shared_page(
+        self, thread_id: str, limit: int, before: str | None = None
+    ) -> Sequence[Checkpoint]:
+        return self._page(thread_id, limit, before, copy=False)
+
+    def _page(
+        self, thread_id: str, limit: int, before: str | None, copy: bool
+    ) -> Sequence[Checkpoint]:
         with self._lock:
             thread = self._threads.get(thread_id)
             rows = _live(thread)
@@ -208,7 +218,7 @@ class MemorySaver(MemoryRuns, BaseCheckpointSaver, RunIndex):
             rows = rows[: max(limit, 0)]
         if thread is None:
             return []
-        return [self._load(thread_id, stored, thread) for stored in rows]
+        return [self._load(thread_id, stored, thread, copy) for stored in rows]
 
     def _has_step(self, checkpoint: Checkpoint) -> bool:
         with self._lock:
@@ -357,7 +367,9 @@ class MemorySaver(MemoryRuns, BaseCheckpointSaver, RunIndex):
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _load(self, thread_id: str, stored: _Stored, thread: _Thread) -> Checkpoint:
+    def _load(
+        self, thread_id: str, stored: _Stored, thread: _Thread, copy: bool = True
+    ) -> Checkpoint:
         assert stored.body is not None  # (pruned entries are never loaded)
         body = self.serializer.loads(stored.body)
         entries = thread.checkpoints
@@ -374,7 +386,9 @@ class MemorySaver(MemoryRuns, BaseCheckpointSaver, RunIndex):
                 )
             return self.serializer.loads(held.body)
 
-        values = self._incremental.values(thread_id, stored.checkpoint_id, body, parent_of, body_of)
+        values = self._incremental.values(
+            thread_id, stored.checkpoint_id, body, parent_of, body_of, copy
+        )
         return Checkpoint.from_body(
             body,
             values=values,

@@ -259,6 +259,16 @@ class SqlSaver(SqlWrites, SqlRuns, SqlRetention, BaseCheckpointSaver, RunIndex):
     def list_page(
         self, thread_id: str, limit: int, before: str | None = None
     ) -> Sequence[Checkpoint]:
+        return self._page(thread_id, limit, before, copy=True)
+
+    def _shared_page(
+        self, thread_id: str, limit: int, before: str | None = None
+    ) -> Sequence[Checkpoint]:
+        return self._page(thread_id, limit, before, copy=False)
+
+    def _page(
+        self, thread_id: str, limit: int, before: str | None, copy: bool
+    ) -> Sequence[Checkpoint]:
         params: dict[str, Any] = {"thread_id": thread_id, "limit": max(limit, 0)}
         statement = self._sql.recent
         if before is not None:
@@ -266,7 +276,7 @@ class SqlSaver(SqlWrites, SqlRuns, SqlRetention, BaseCheckpointSaver, RunIndex):
             params["checkpoint_id"] = before
 
         def read() -> Sequence[Checkpoint]:
-            return self._load_all(thread_id, self._read(statement, params))
+            return self._rows.load_all(thread_id, self._read(statement, params), copy)
 
         return reread_if_pruned(read)
 

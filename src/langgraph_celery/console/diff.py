@@ -95,27 +95,54 @@ class Change:
 
 def diff_states(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
     """The keys that differ from ``before`` to ``after``, in ``after``'s order (removed keys
-    last)."""
-    old = {str(k): jsonable(v) for k, v in before.items()}
-    new = {str(k): jsonable(v) for k, v in after.items()}
+    last); an ``appended`` change holds only the new items.
+
+    A value that is the very object it was (a saver's shared, unchanged values), or a list
+    that only grew (its old items the same objects), is not converted to JSON whole: a step
+    over a large state costs what it changed here too."""
+    old = {str(k): v for k, v in before.items()}
     changes: list[Change] = []
-    for key, value in new.items():
+    for raw_key, value in after.items():
+        key = str(raw_key)
         if key not in old:
-            changes.append(Change(key, "added", None, value))
+            changes.append(Change(key, "added", None, jsonable(value)))
             continue
         previous = old[key]
-        if previous == value:
+        if previous is value:
             continue
-        if (
-            isinstance(previous, list)
-            and isinstance(value, list)
-            and len(value) > len(previous)
-            and value[: len(previous)] == previous
-        ):
-            changes.append(Change(key, "appended", previous, value[len(previous) :]))
+        if _grown(previous, value):
+            changes.append(Change(key, "appended", None, jsonable(value[len(previous) :])))
+            continue
+        shown_before, shown_after = jsonable(previous), jsonable(value)
+        if shown_before == shown_after:
+            continue
+        if _grown_json(shown_before, shown_after):
+            changes.append(Change(key, "appended", None, shown_after[len(shown_before) :]))
         else:
-            changes.append(Change(key, "changed", previous, value))
+            changes.append(Change(key, "changed", shown_before, shown_after))
+    kept = {str(k) for k in after}
     changes.extend(
-        Change(key, "removed", value, None) for key, value in old.items() if key not in new
+        Change(key, "removed", jsonable(value), None)
+        for key, value in old.items()
+        if key not in kept
     )
     return changes
+
+
+def _grown(previous: Any, value: Any) -> bool:
+    """Whether list ``value`` is list ``previous`` (the same item objects) with items added."""
+    return (
+        type(previous) is list
+        and type(value) is list
+        and len(value) > len(previous)
+        and all(a is b for a, b in zip(previous, value, strict=False))
+    )
+
+
+def _grown_json(previous: Any, value: Any) -> bool:
+    return (
+        isinstance(previous, list)
+        and isinstance(value, list)
+        and len(value) > len(previous)
+        and value[: len(previous)] == previous
+    )

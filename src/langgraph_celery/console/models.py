@@ -198,7 +198,7 @@ class CheckpointOut(BaseModel):
                 ChangeOut(
                     key=c.key,
                     kind=c.kind,
-                    before=None if c.kind == "appended" else c.before,
+                    before=c.before,
                     after=c.after,
                 )
                 for c in row.changes

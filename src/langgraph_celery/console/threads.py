@@ -157,7 +157,8 @@ def read_thread(
         raise CatalogError(f"graph {entry.label} has no thread {thread_id!r}")
     if before is not None and saver.get(thread_id, before) is None:
         raise CatalogError(f"thread {thread_id!r} has no checkpoint {before!r}")
-    page = list(saver.list_page(thread_id, limit + 1, before))
+    # (values shared with the saver's cache, not copied: this only shows them)
+    page = list(saver._shared_page(thread_id, limit + 1, before))
     shown = page[:limit]
     by_id = {c.checkpoint_id: c for c in page}
     rows: list[CheckpointRow] = []
@@ -224,7 +225,7 @@ def _runs_of_page(
         if checkpoint is top.checkpoint:
             runs.append(explained(entry, record, top, on_top=True))
         elif first_page or checkpoint is not shown[0]:
-            view = saver.get_with_writes(checkpoint.thread_id, checkpoint.checkpoint_id)
+            view = saver._shared_view(checkpoint.thread_id, checkpoint.checkpoint_id)
             runs.append(explained(entry, record, view, on_top=False))
         else:
             runs.append(run_view(entry, record))
