@@ -73,6 +73,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointKind",
     "CheckpointView",
+    "PagedReads",
     "PendingTask",
     "PendingWrite",
     "Timer",
@@ -409,3 +410,23 @@ class BaseCheckpointSaver(abc.ABC):
     def thread_of_run(self, run_id: str) -> str | None:
         """:meth:`RunIndex.thread_of_run <langgraph_celery.checkpoint.RunIndex.thread_of_run>`."""
         raise NotImplementedError(not_indexed(self, "thread_of_run"))
+
+
+class PagedReads:
+    """``list_page`` and ``_shared_page`` of a saver that reads a page itself: both are its
+    ``_page``, with or without a copy of the values."""
+
+    def _page(
+        self, thread_id: str, limit: int, before: str | None, copy: bool
+    ) -> Sequence[Checkpoint]:
+        raise NotImplementedError
+
+    def list_page(
+        self, thread_id: str, limit: int, before: str | None = None
+    ) -> Sequence[Checkpoint]:
+        return self._page(thread_id, limit, before, copy=True)
+
+    def _shared_page(
+        self, thread_id: str, limit: int, before: str | None = None
+    ) -> Sequence[Checkpoint]:
+        return self._page(thread_id, limit, before, copy=False)

@@ -27,6 +27,7 @@ from langgraph_celery.checkpoint._retention import Removal, StoredRef, is_child_
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
+    PagedReads,
     PendingWrite,
     Timer,
     WriteKind,
@@ -65,7 +66,7 @@ class _Thread:
     writes: dict[str, dict[str, tuple[str, str, WriteKind]]] = field(default_factory=dict)
 
 
-class MemorySaver(MemoryRuns, BaseCheckpointSaver, RunIndex):
+class MemorySaver(MemoryRuns, PagedReads, BaseCheckpointSaver, RunIndex):
     """Keeps checkpoints in this process's memory.  For tests and single-process use.
 
     Celery workers in other processes cannot see it (``shared_across_processes`` is False).
@@ -187,16 +188,6 @@ class MemorySaver(MemoryRuns, BaseCheckpointSaver, RunIndex):
         if thread is None:
             return []
         return [self._load(thread_id, stored, thread) for stored in rows]
-
-    def list_page(
-        self, thread_id: str, limit: int, before: str | None = None
-    ) -> Sequence[Checkpoint]:
-        return self._page(thread_id, limit, before, copy=True)
-
-    def _shared_page(
-        self, thread_id: str, limit: int, before: str | None = None
-    ) -> Sequence[Checkpoint]:
-        return self._page(thread_id, limit, before, copy=False)
 
     def _page(
         self, thread_id: str, limit: int, before: str | None, copy: bool

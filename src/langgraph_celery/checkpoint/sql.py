@@ -41,6 +41,7 @@ from langgraph_celery.checkpoint._sql_writes import SqlWrites
 from langgraph_celery.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
+    PagedReads,
     Timer,
     check_run_of,
     check_timer_thread,
@@ -52,7 +53,7 @@ from langgraph_celery.serde import Serializer
 __all__ = ["SqlSaver"]
 
 
-class SqlSaver(SqlWrites, SqlRuns, SqlRetention, BaseCheckpointSaver, RunIndex):
+class SqlSaver(SqlWrites, SqlRuns, SqlRetention, PagedReads, BaseCheckpointSaver, RunIndex):
     """Stores checkpoints in a SQL database through SQLAlchemy (SQLite or PostgreSQL).
 
     ``url_or_engine`` is a URL (``sqlite:///path.db``, ``postgresql://user@host/db``; a
@@ -255,16 +256,6 @@ class SqlSaver(SqlWrites, SqlRuns, SqlRetention, BaseCheckpointSaver, RunIndex):
             return self._load_all(thread_id, rows)
 
         return reread_if_pruned(read)
-
-    def list_page(
-        self, thread_id: str, limit: int, before: str | None = None
-    ) -> Sequence[Checkpoint]:
-        return self._page(thread_id, limit, before, copy=True)
-
-    def _shared_page(
-        self, thread_id: str, limit: int, before: str | None = None
-    ) -> Sequence[Checkpoint]:
-        return self._page(thread_id, limit, before, copy=False)
 
     def _page(
         self, thread_id: str, limit: int, before: str | None, copy: bool
