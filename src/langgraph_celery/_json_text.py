@@ -12,7 +12,6 @@ from typing import Any, Literal
 __all__ = [
     "MAX_JSON_DEPTH",
     "JsonTextError",
-    "depth",
     "json_problem",
     "read_json",
     "value_problem",
@@ -45,19 +44,6 @@ class JsonTextError(ValueError):
         if self.kind == "integer":
             return f"holds {self.detail}; write it as a string"
         return f"is not valid JSON ({self.detail})"
-
-
-def depth(value: Any) -> int:
-    """How deeply ``value`` nests lists and dicts (a scalar is 0), without recursion."""
-    deepest, todo = 0, [(value, 1)]
-    while todo:
-        item, level = todo.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        if isinstance(item, list):
-            deepest = max(deepest, level)
-            todo.extend((child, level + 1) for child in item)
-    return deepest
 
 
 def value_problem(value: Any) -> JsonTextError | None:
@@ -97,8 +83,9 @@ def read_json(text: str) -> Any:
         raise JsonTextError(
             "integer", f"an integer of more than {sys.get_int_max_str_digits()} digits"
         ) from None
-    if depth(value) > MAX_JSON_DEPTH:
-        raise JsonTextError("deep", f"more than {MAX_JSON_DEPTH} levels")
+    problem = value_problem(value)  # (nesting deeper than allowed: the parser refused NaN)
+    if problem is not None:
+        raise problem
     return value
 
 

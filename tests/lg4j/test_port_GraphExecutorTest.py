@@ -170,6 +170,20 @@ def test_hooks_and_edges_after_an_async_node_run_on_the_executor(
     assert f"n2@{THREAD_PREFIX}" in recorder.seen[2]
 
 
+def _retried_once(n1: Any) -> Any:
+    """START -> n1 -> END, n1 retried on ``OSError`` (LangGraph4j's retry hook)."""
+    return (
+        StateGraph()
+        .add_node("n1", n1)
+        .add_wrap_call_node_hook(
+            "n1", RetryPolicy(retry_on=OSError, retry_delay=0.01, jitter=False).as_hook()
+        )
+        .add_edge(START, "n1")
+        .add_edge("n1", END)
+        .compile()
+    )
+
+
 def test_retried_attempts_run_on_the_executor(pool: ThreadPoolExecutor, recorder: Recorder) -> None:
     """``GraphExecutorTest.retriedAttemptsRunOnTheExecutor``."""
     attempts: list[int] = []
@@ -181,17 +195,7 @@ def test_retried_attempts_run_on_the_executor(pool: ThreadPoolExecutor, recorder
             raise OSError("transient")  # (Java's IOException)
         return {}
 
-    graph = (
-        StateGraph()
-        .add_node("n1", n1)
-        .add_wrap_call_node_hook(
-            "n1", RetryPolicy(retry_on=OSError, retry_delay=0.01, jitter=False).as_hook()
-        )
-        .add_edge(START, "n1")
-        .add_edge("n1", END)
-        .compile()
-    )
-    graph.invoke(GraphInput.no_args(), config_with_executor(pool, "n1"))
+    _retried_once(n1).invoke(GraphInput.no_args(), config_with_executor(pool, "n1"))
 
     recorder.assert_all_ran_on_executor_with_caller_context(["attempt1", "attempt2"])
 
@@ -214,16 +218,7 @@ def test_retries_of_an_async_node_failing_on_its_own_pool_keep_the_caller_contex
             return await asyncio.get_running_loop().run_in_executor(other_pool, transient)
         return {}
 
-    graph = (
-        StateGraph()
-        .add_node("n1", fails_once_on_other_pool)
-        .add_wrap_call_node_hook(
-            "n1", RetryPolicy(retry_on=OSError, retry_delay=0.01, jitter=False).as_hook()
-        )
-        .add_edge(START, "n1")
-        .add_edge("n1", END)
-        .compile()
-    )
+    graph = _retried_once(fails_once_on_other_pool)
     graph.invoke(GraphInput.no_args(), config_with_executor(pool, "n1"))
 
     assert recorder.steps() == ["attempt1", "attempt2"]

@@ -110,13 +110,13 @@ def diff_states(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Cha
         previous = old[key]
         if previous is value:
             continue
-        if _grown(previous, value):
+        if _grown(previous, value, by_identity=True):
             changes.append(Change(key, "appended", None, jsonable(value[len(previous) :])))
             continue
         shown_before, shown_after = jsonable(previous), jsonable(value)
         if shown_before == shown_after:
             continue
-        if _grown_json(shown_before, shown_after):
+        if _grown(shown_before, shown_after, by_identity=False):
             changes.append(Change(key, "appended", None, shown_after[len(shown_before) :]))
         else:
             changes.append(Change(key, "changed", shown_before, shown_after))
@@ -129,20 +129,11 @@ def diff_states(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Cha
     return changes
 
 
-def _grown(previous: Any, value: Any) -> bool:
-    """Whether list ``value`` is list ``previous`` (the same item objects) with items added."""
-    return (
-        type(previous) is list
-        and type(value) is list
-        and len(value) > len(previous)
-        and all(a is b for a, b in zip(previous, value, strict=False))
-    )
-
-
-def _grown_json(previous: Any, value: Any) -> bool:
-    return (
-        isinstance(previous, list)
-        and isinstance(value, list)
-        and len(value) > len(previous)
-        and value[: len(previous)] == previous
-    )
+def _grown(previous: Any, value: Any, by_identity: bool) -> bool:
+    """Whether list ``value`` is list ``previous`` with items added: its old items the same
+    objects (``by_identity``), or equal."""
+    if not (isinstance(previous, list) and isinstance(value, list) and len(value) > len(previous)):
+        return False
+    if by_identity:
+        return all(a is b for a, b in zip(previous, value, strict=False))
+    return bool(value[: len(previous)] == previous)

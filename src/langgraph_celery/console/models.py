@@ -195,12 +195,7 @@ class CheckpointOut(BaseModel):
             created_at=checkpoint.created_at,
             updates=[(node, jsonable(update)) for node, update in row.updates],
             changes=[
-                ChangeOut(
-                    key=c.key,
-                    kind=c.kind,
-                    before=c.before,
-                    after=c.after,
-                )
+                ChangeOut(key=c.key, kind=c.kind, before=c.before, after=c.after)
                 for c in row.changes
             ],
             tasks=[

@@ -123,7 +123,7 @@ def explained(entry: GraphEntry, record: RunRecord, view: CheckpointView, on_top
     if record.node is None:  # (a record written before the index kept a cancelled run's node)
         record = dataclasses.replace(record, node=run_node(record.status, None, checkpoint))
     if record.status is RunStatus.PARKED and parking is None:
-        parking = Parking(record.node or (checkpoint.next[0] if checkpoint.next else "?"))
+        parking = Parking(record.node or "?")
     if record.status is not RunStatus.PARKED:
         parking = None
     if record.status is not RunStatus.FAILED:

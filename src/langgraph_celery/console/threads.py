@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointView
-from langgraph_celery.checkpoint.index import RunIndex, RunStatus
+from langgraph_celery.checkpoint.index import RunIndex
 from langgraph_celery.console.catalog import Catalog, CatalogError, GraphEntry
 from langgraph_celery.console.diff import Change, diff_states
 from langgraph_celery.console.runs import MAX_PAGE, RunView, explained, run_view, saver_of
@@ -78,11 +78,8 @@ class ThreadView:
             return run.parking.node_id
         if run.failure is not None:
             return run.failure.node_id
-        if run.record.node is not None or run.status is RunStatus.COMPLETED:
-            return run.record.node
-        # (a cancelled run: the node it stopped before, as `langgraph-celery status` shows it)
-        latest = self.latest
-        return latest.next[0] if latest is not None and latest.next else None
+        # (a cancelled run's record: the node it stopped before, as `status` shows it)
+        return run.record.node
 
     @property
     def visited(self) -> set[str]:
@@ -155,10 +152,10 @@ def read_thread(
     top = saver.get_with_writes(thread_id)
     if top.checkpoint is None:
         raise CatalogError(f"graph {entry.label} has no thread {thread_id!r}")
-    if before is not None and saver.get(thread_id, before) is None:
-        raise CatalogError(f"thread {thread_id!r} has no checkpoint {before!r}")
     # (values shared with the saver's cache, not copied: this only shows them)
     page = list(saver._shared_page(thread_id, limit + 1, before))
+    if not page and before is not None and saver._shared_view(thread_id, before).checkpoint is None:
+        raise CatalogError(f"thread {thread_id!r} has no checkpoint {before!r}")
     shown = page[:limit]
     by_id = {c.checkpoint_id: c for c in page}
     rows: list[CheckpointRow] = []
