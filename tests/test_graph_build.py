@@ -95,6 +95,20 @@ def test_edge_to_unknown_node() -> None:
     assert "'phantom'" in compile_error(graph)
 
 
+@pytest.mark.parametrize(
+    ("source", "target", "expected"),
+    [
+        (5, END, "the source must be a node id, or a list of node ids to wait for, got int"),
+        (None, END, "the source must be a node id, or a list of node ids to wait for, got None"),
+        (START, ["a", "b"], "the target must be one node id, got list; to fan out, add one"),
+    ],
+)
+def test_edge_of_the_wrong_type_is_named_at_compile(
+    source: Any, target: Any, expected: str
+) -> None:
+    assert expected in compile_error(chain("a", "b").add_edge(source, target))
+
+
 def test_edge_from_start_to_unknown_node() -> None:
     graph = StateGraph().add_edge(START, "nowhere")
     assert "'nowhere'" in compile_error(graph)

@@ -296,6 +296,27 @@ def test_update_state_as_node_routes_with_that_nodes_edges(saver: BaseCheckpoint
     assert graph.get_state(CFG).next == ("b",)
 
 
+def test_next_node_is_the_snapshot_s_one_next_node(saver: BaseCheckpointSaver) -> None:
+    """As in LangGraph4j, a snapshot's config and update_state's carry ``next_node``; a fan-out
+    (several next nodes) and the end have none."""
+    graph = routed(saver, interrupt_before=("b",))
+    graph.invoke({}, CFG)
+    assert graph.get_state(CFG).config.next_node == "b"
+    assert [s.config.next_node for s in graph.get_state_history(CFG)] == ["b", "a"]
+    assert graph.update_state(CFG, {"go": "c"}, as_node="a").next_node == "c"
+    assert graph.update_state(CFG, {"go": "end"}, as_node="a").next_node is None
+    fan = StateGraph({"log": Channels.appender()})
+    for node in ("a", "b", "c"):
+        fan.add_node(node, _appending(node))
+    fan.add_edge(START, "a").add_edge("a", "b").add_edge("a", "c")
+    fan.add_edge("b", END).add_edge("c", END)
+    fanned = fan.compile(CompileConfig(checkpoint_saver=saver, interrupt_after=("a",)))
+    config = RunnableConfig(thread_id="fan-next")
+    fanned.invoke({}, config)
+    assert fanned.get_state(config).next == ("b", "c")
+    assert fanned.get_state(config).config.next_node is None
+
+
 def test_update_state_on_empty_thread_and_unknown_node(saver: BaseCheckpointSaver) -> None:
     graph = linear(saver)
     config = graph.update_state(RunnableConfig(thread_id="fresh"), {"log": "seed", "x": 1})

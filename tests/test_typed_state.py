@@ -22,6 +22,7 @@ from langgraph_celery import (
     Command,
     CompileConfig,
     GraphDefinitionError,
+    GraphInput,
     InvalidUpdateError,
     RunnableConfig,
     StateGraph,
@@ -202,11 +203,26 @@ def test_a_reducer_field_is_checked_on_what_the_reducer_makes() -> None:
     assert "at [0]:" in message  # the element of the update (not of the merged list)
 
 
-def test_a_reducer_field_is_not_blamed_for_what_is_already_there() -> None:
-    """The input is not validated: a node adding a valid message to an invalid list passes."""
+def test_the_input_resume_and_update_state_are_checked_as_node_updates_are() -> None:
+    """Every write to the state fits the schema: a bad input is refused before anything is
+    stored, naming what wrote it and every bad field."""
+    saver = MemorySaver()
     talk = lambda s: {"messages": [Message(role="ai", text="hi")]}  # noqa: E731
-    state = single(ChatModel, talk).compile().invoke({"messages": ["raw input"]})
-    assert state["messages"] == ["raw input", Message(role="ai", text="hi")]
+    graph = single(ChatModel, talk).compile(CompileConfig(checkpoint_saver=saver))
+    config = RunnableConfig(thread_id="typed-writes")
+    with pytest.raises(InvalidUpdateError, match="the input wrote an invalid value for field"):
+        graph.invoke({"messages": ["raw input"]}, config)
+    with pytest.raises(InvalidUpdateError, match="the input wrote key 'bogus', which is not"):
+        graph.invoke({"bogus": 1}, config)
+    assert saver.get("typed-writes") is None
+    with pytest.raises(InvalidUpdateError) as raised:
+        graph.invoke({"count": "zz", "where": 3}, config)
+    assert "invalid values for fields 'count', 'where' of ChatModel" in str(raised.value)
+    graph.invoke({"count": "5"}, config)
+    assert graph.get_state(config).state.value("count") == 5
+    with pytest.raises(InvalidUpdateError, match="update_state's values wrote an invalid value"):
+        graph.update_state(config, {"count": "zz"})
+    assert graph.get_state(config).state.value("count") == 5
 
 
 def test_plain_fields_store_the_validated_value() -> None:
@@ -263,11 +279,18 @@ def test_nodes_of_one_step_are_checked_each() -> None:
         bad.compile().invoke({})
 
 
-def test_the_input_is_not_validated() -> None:
-    """(Only node updates are: an input, a resume's update and update_state are merged as
-    given.)"""
-    state = single(ChatModel, lambda s: None).compile().invoke({"count": "x", "other": 1})
-    assert state["count"] == "x" and state["other"] == 1
+def test_a_resume_s_update_is_checked() -> None:
+    saver = MemorySaver()
+    graph = single(ChatModel, lambda s: {"topic": "done"}).compile(
+        CompileConfig(checkpoint_saver=saver, interrupt_before=("node",))
+    )
+    config = RunnableConfig(thread_id="typed-resume")
+    graph.invoke({}, config)
+    with pytest.raises(InvalidUpdateError, match="the resume's update wrote an invalid value"):
+        graph.invoke(GraphInput.resume({"count": -1}), config)
+    assert graph.get_state(config).next == ("node",)  # still parked, nothing stored
+    state = graph.invoke(GraphInput.resume({"count": "7"}), config)
+    assert state["count"] == 7 and state["topic"] == "done"
 
 
 # -- storing typed values ------------------------------------------------------------------------

@@ -105,7 +105,8 @@ class Engine(Stepping):
         values = dict(base.values) if base is not None else initial_values(self.spec.schema)
         ops: Ops = {}
         if graph_input.value:
-            apply_update(self.spec.schema, values, graph_input.value, "the input", ops)
+            written = self.checked(graph_input.value, "the input")
+            apply_update(self.spec.schema, values, written, "the input", ops)
         run_id = run_id or new_id()
         run_config = config._for_runtime(graph_id=self.graph_id, run_id=run_id)
         tasks, barriers, values = await self.route_from([START], values, {}, run_config, ops=ops)
@@ -193,6 +194,7 @@ class Engine(Stepping):
         values = dict(base.values)
         ops: Ops = {}
         if update:
+            update = self.checked(update, "the resume's update")
             apply_update(self.spec.schema, values, update, "the resume's update", ops)
         latest = None
         if config.checkpoint_id is not None:
@@ -220,6 +222,13 @@ class Engine(Stepping):
             base_writes = await self.io(self.saver.get_writes, base.thread_id, base.checkpoint_id)
         await self.io(self.carry_writes, base_writes, checkpoint)
         return checkpoint
+
+    def checked(self, values: Mapping[str, Any], writer: str) -> Mapping[str, Any]:
+        """``values`` a run's input, a resume or ``update_state`` writes, checked against a
+        typed schema as a node's update is (SPEC §9): a bad field is an
+        :class:`InvalidUpdateError` before anything is stored."""
+        typed = self.spec.typed
+        return typed.check_write(writer, values, self.spec.schema) if typed else values
 
     def carry_writes(self, writes: Sequence[PendingWrite], checkpoint: Checkpoint) -> None:
         """Record on ``checkpoint`` (a resume or fork) the node updates its base recorded: the
@@ -253,7 +262,8 @@ class Engine(Stepping):
         self.check_owner(latest or base)
         merged = dict(base.values) if base is not None else initial_values(self.spec.schema)
         ops: Ops = {}
-        apply_update(self.spec.schema, merged, values or {}, "update_state's values", ops)
+        written = self.checked(values or {}, "update_state's values")
+        apply_update(self.spec.schema, merged, written, "update_state's values", ops)
         tasks = base.tasks if base is not None else ()
         extra = {k: v for k, v in (base.extra if base else {}).items() if k != Extra.RESUMED}
         if as_node is not None:

@@ -123,7 +123,7 @@ class EngineBase:
             node=checkpoint.node or START,
             state=self.state(checkpoint.values),
             update=checkpoint.metadata.get("update"),
-            config=config.with_changes(checkpoint_id=checkpoint.checkpoint_id),
+            config=config_of(checkpoint, config),
             next=checkpoint.next,
             step=checkpoint.step,
             created_at=checkpoint.created_at,
@@ -235,3 +235,13 @@ class EngineBase:
                     ops,
                 )
         return tasks, new_barriers, values
+
+
+def config_of(checkpoint: Checkpoint, config: RunnableConfig) -> RunnableConfig:
+    """``config`` naming ``checkpoint``, with ``next_node`` its one next node (as LangGraph4j's
+    snapshot config and ``updateState`` carry it; ``None`` when it has none or several).  A run
+    does not read ``next_node``: it goes on from what the checkpoint records."""
+    nodes = checkpoint.next
+    return config.with_changes(
+        checkpoint_id=checkpoint.checkpoint_id, next_node=nodes[0] if len(nodes) == 1 else None
+    )

@@ -10,7 +10,9 @@ else with its ``Channel``'s default.
 
 What nodes receive does not change: an ``AgentState`` (or the graph's ``state_factory``) over the
 state's data.  What a typed schema adds is checked in :meth:`TypedSchema.check_update`, called for
-every node update by the task runner, so in process and on Celery alike: a key that is not a
+every node update by the task runner, so in process and on Celery alike, and through
+:meth:`TypedSchema.check_write` for the input, a resume's update and ``update_state``'s values
+(the engine's ``checked``): a key that is not a
 field is an :class:`InvalidUpdateError` naming the node and the key; with a pydantic model each
 field the update writes is validated (its type and ``Field`` constraints, pydantic's lax mode
 unless the model is ``strict``), a bad value being an ``InvalidUpdateError`` naming the node and
@@ -114,40 +116,62 @@ class TypedSchema:
     ) -> dict[str, Any]:
         """``node``'s update checked against the schema (see the module docstring); returns it
         with plain fields' values as validated."""
-        for key in update:
-            if key not in self.keys:
-                raise InvalidUpdateError(
-                    f"node {node!r} wrote key {key!r}, which is not a field of the state "
-                    f"schema {self.name} ({', '.join(sorted(self.keys))}); add the field to "
-                    f"{self.name} or write one of its fields"
-                )
-        if not self.validators:
-            return update
+        return self.check_write(f"node {node!r}", update, schema)
+
+    def check_write(
+        self, writer: str, update: Mapping[str, Any], schema: Mapping[str, Channel]
+    ) -> dict[str, Any]:
+        """What ``writer`` (a node, ``"the input"``, ...) writes, checked as a node's update is;
+        every bad field is named in one :class:`InvalidUpdateError`."""
+        unknown = [key for key in update if key not in self.keys]
+        if unknown:
+            wrote = (
+                f"key {unknown[0]!r}, which is not a field"
+                if len(unknown) == 1
+                else f"keys {', '.join(repr(key) for key in unknown)}, which are not fields"
+            )
+            raise InvalidUpdateError(
+                f"{writer} wrote {wrote} of the state schema {self.name} "
+                f"({', '.join(sorted(self.keys))}); add the field to {self.name} or write one "
+                "of its fields"
+            )
         checked = dict(update)
+        if not self.validators:
+            return checked
+        problems: dict[str, str] = {}
         for key, new in update.items():
             if new is MARK_FOR_REMOVAL:
                 continue
             channel = schema.get(key)
             if channel is None or channel.reducer is None:
-                checked[key] = self._validate(node, key, new)
+                checked[key] = self._validate(key, new, problems)
                 continue
             made: dict[str, Any] = {}  # (from the field's default, not the run's value)
-            apply_update(schema, made, {key: new}, f"node {node!r}'s update")
+            apply_update(schema, made, {key: new}, f"{writer}'s update")
             if key in made:
-                self._validate(node, key, made[key])
+                self._validate(key, made[key], problems)
+        if len(problems) == 1:
+            ((key, problem),) = problems.items()
+            raise InvalidUpdateError(
+                f"{writer} wrote an invalid value for field {key!r} of {self.name}: {problem}"
+            )
+        if problems:
+            raise InvalidUpdateError(
+                f"{writer} wrote invalid values for fields {', '.join(map(repr, problems))} of "
+                f"{self.name}: " + "; ".join(f"{key!r}: {text}" for key, text in problems.items())
+            )
         return checked
 
-    def _validate(self, node: str, key: str, value: Any) -> Any:
+    def _validate(self, key: str, value: Any, problems: dict[str, str]) -> Any:
+        """``value`` as ``key``'s validator makes it; a problem is added to ``problems``."""
         try:
             return self.validators[key].validate_python(value, strict=self.strict or None)
         except ValidationError as error:
-            problems = "; ".join(
+            found = "; ".join(
                 f"{_location(problem['loc'])}{problem['msg']}" for problem in error.errors()
             )
-            raise InvalidUpdateError(
-                f"node {node!r} wrote an invalid value for field {key!r} of {self.name}: "
-                f"{problems} (got {_short(value)})"
-            ) from None
+            problems[key] = f"{found} (got {_short(value)})"
+            return value
 
 
 def _location(loc: tuple[int | str, ...]) -> str:

@@ -5,7 +5,7 @@ them and returns a :class:`CompiledGraph`.  The checks of the methods' arguments
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langgraph_celery.errors import GraphDefinitionError
@@ -189,6 +189,20 @@ class StateGraph:
 
         An edge leaving ``END`` is refused here, when it is added (as in LangGraph4j); every
         other problem is reported by ``compile()``."""
+        if not isinstance(target, str):
+            self._problems.append(
+                f"add_edge({source!r}, {target!r}): the target must be one node id, got "
+                f"{type(target).__name__}; to fan out, add one edge per target"
+            )
+            return self
+        if not isinstance(source, str) and (
+            not isinstance(source, Iterable) or isinstance(source, bytes | Mapping)
+        ):
+            self._problems.append(
+                f"add_edge({source!r}, {target!r}): the source must be a node id, or a list of "
+                f"node ids to wait for, got {type(source).__name__}"
+            )
+            return self
         if source == END or (not isinstance(source, str) and END in tuple(source)):
             raise GraphDefinitionError(
                 f"add_edge({source!r}, {target!r}): an edge cannot leave END, which ends the run"

@@ -10,6 +10,7 @@ from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint
 from langgraph_celery.errors import CheckpointConflictError, GraphStateError
 from langgraph_celery.graph import _loop, _sync
 from langgraph_celery.graph._engine import Engine, new_id
+from langgraph_celery.graph._engine_base import config_of
 from langgraph_celery.graph._local import Outcome, run_local
 from langgraph_celery.graph._spec import GraphSpec
 from langgraph_celery.graph.config import CompileConfig, RunnableConfig
@@ -348,7 +349,7 @@ class CompiledGraph:
         if values is not None and not isinstance(values, Mapping):
             raise TypeError(f"update_state takes a mapping, got {type(values).__name__}")
         checkpoint = await self._source.update_state(config, values, as_node)
-        return config.with_changes(checkpoint_id=checkpoint.checkpoint_id)
+        return config_of(checkpoint, config)
 
     # -- drawing ------------------------------------------------------------------------------
 
