@@ -74,6 +74,10 @@ def work(state: AgentState) -> dict[str, Any]:
     return {"worked": True}
 
 
+def start(state: AgentState) -> dict[str, Any]:
+    return {"started": True}
+
+
 def wait(state: AgentState) -> dict[str, Any]:
     HOLDING.set()
     RELEASE.wait(30)
@@ -148,7 +152,7 @@ def build(database_url: str) -> Graphs:
         letters=on_celery(letters_builder, "letters"),
         refunds=on_celery(line(draft, check_refund), "refunds"),
         flaky=on_celery(line(draft, work), "flaky"),
-        slow=on_celery(line(wait, after), "slow"),
+        slow=on_celery(line(start, wait, after), "slow"),  # (held at its second node)
         xss=on_celery(line(poison), f"xss-{XSS}"),
         local=local_builder.compile(
             CompileConfig(checkpoint_saver=saver, interrupt_before=("send",), graph_id="local")

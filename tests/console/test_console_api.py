@@ -227,7 +227,14 @@ def test_cancel_stops_a_running_run_before_its_next_step(
     handle = graphs.slow.start({}, RunnableConfig(thread_id=thread))
     try:
         assert console_graphs.HOLDING.wait(30)
-        assert client.get(f"/api/runs/{handle.run_id}").json()["status"] == "running"
+        run = client.get(f"/api/runs/{handle.run_id}").json()
+        assert run["status"] == "running"
+        # where it is now, not where it started (the index writes no record a step)
+        assert run["node"] == "wait" and run["updated_at"] > run["created_at"], run
+        listed = client.get("/api/runs", params={"graph": "slow", "status": "running"}).json()
+        assert [r["node"] for r in listed["runs"] if r["run_id"] == handle.run_id] == ["wait"]
+        shown = client.get(f"/api/threads/{thread}").json()
+        assert shown["highlight"] == "wait", shown["highlight"]
         reply = client.post(f"/api/runs/{handle.run_id}/cancel")
         assert reply.status_code == 200, reply.text
     finally:

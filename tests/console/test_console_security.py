@@ -130,6 +130,12 @@ def test_state_changing_requests_need_the_sessions_csrf_token(
     assert foreign.status_code == 403 and "cross-origin" in foreign.json()["detail"]
     multipart = client.post(url, headers={"x-csrf-token": token}, files={"f": b"x"})
     assert multipart.status_code == 403
+    large = client.post(
+        f"/api/runs/{run_id}/approve",
+        headers={"x-csrf-token": token, "content-type": "application/json"},
+        content=b'{"update": {"x": "' + b"y" * (1024 * 1024) + b'"}}',
+    )
+    assert large.status_code == 413 and "over 1048576 bytes" in large.json()["detail"]
     assert graphs.saver.get_run(run_id).status.value == "parked"  # nothing went through
     assert client.post(url, headers={"x-csrf-token": token}).status_code == 200
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from langgraph_celery.checkpoint.base import BaseCheckpointSaver, CheckpointView
+from langgraph_celery.checkpoint._records import as_utc
+from langgraph_celery.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointView
 from langgraph_celery.checkpoint.index import RunRecord, RunStatus, run_order
 from langgraph_celery.console.catalog import Catalog, CatalogError, GraphEntry
 from langgraph_celery.console.redact import redact
@@ -98,8 +99,11 @@ def saver_of(entry: GraphEntry) -> BaseCheckpointSaver:
 
 
 def run_view(entry: GraphEntry, record: RunRecord, detail: bool = True) -> RunView:
-    """``record`` with what its latest checkpoint's marks say (unless not ``detail``)."""
+    """``record`` with what its latest checkpoint's marks say (unless not ``detail``: then
+    only a running run's latest checkpoint is read, for where it is now)."""
     if not detail:
+        if record.status is RunStatus.RUNNING:
+            record = current(record, saver_of(entry).get(record.thread_id))
         return RunView(record, entry)
     saver = saver_of(entry)
     view = saver.get_with_writes(record.thread_id)
@@ -112,6 +116,18 @@ def run_view(entry: GraphEntry, record: RunRecord, detail: bool = True) -> RunVi
     return explained(entry, record, view if mine is not None else CheckpointView(None), False)
 
 
+def current(record: RunRecord, latest: Checkpoint | None) -> RunRecord:
+    """A running ``record`` at its thread's ``latest`` checkpoint when that is its run's: the
+    index writes a run's record only where it starts, parks, fails or ends (no statement a
+    step), so the node a running run is at, and when it got there, are its latest step's."""
+    if record.status is not RunStatus.RUNNING or latest is None or latest.run_id != record.run_id:
+        return record
+    node = run_node(record.status, None, latest) or record.node
+    return dataclasses.replace(
+        record, node=node, updated_at=max(record.updated_at, as_utc(latest.created_at))
+    )
+
+
 def explained(entry: GraphEntry, record: RunRecord, view: CheckpointView, on_top: bool) -> RunView:
     """``record`` with what ``view`` (of its latest checkpoint) says; ``on_top``: whether that
     is its thread's latest checkpoint."""
@@ -120,6 +136,8 @@ def explained(entry: GraphEntry, record: RunRecord, view: CheckpointView, on_top
         return RunView(record, entry, on_top=on_top)
     status = status_of(view)
     parking, failure = status.parking, status.failure
+    if on_top:
+        record = current(record, checkpoint)
     if record.node is None:  # (a record written before the index kept a cancelled run's node)
         record = dataclasses.replace(record, node=run_node(record.status, None, checkpoint))
     if record.status is RunStatus.PARKED and parking is None:

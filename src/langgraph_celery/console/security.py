@@ -45,6 +45,8 @@ CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 #: The largest request body accepted (forms and JSON updates).
 MAX_BODY = 1024 * 1024
+#: how a refusal of a body over ``MAX_BODY`` begins (answered 413, not 403)
+TOO_LARGE = "request body over"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -177,7 +179,8 @@ class Guard:
         if scope["method"] not in SAFE_METHODS and not bearer:
             receive_or_error = await self._check_csrf(scope, receive, headers, cookies)
             if isinstance(receive_or_error, str):
-                await _reply(send, 403, receive_or_error, page=_wants_html(scope, headers))
+                status = 413 if receive_or_error.startswith(TOO_LARGE) else 403
+                await _reply(send, status, receive_or_error, page=_wants_html(scope, headers))
                 return
             receive = receive_or_error
 
@@ -272,6 +275,8 @@ class Guard:
     ) -> Receive | str:
         """A ``receive`` that replays the body, or why the request is refused."""
         origin = headers.get("origin")
+        # ("null": what a browser sends with the console's own forms under its no-referrer
+        # policy; the token below decides)
         if origin not in (None, "null") and origin.split("://", 1)[-1] != headers.get("host"):
             return f"cross-origin request from {origin} refused"
         content_type = headers.get("content-type", "").split(";")[0].strip().lower()
@@ -289,7 +294,7 @@ class Guard:
             body += message.get("body", b"")
             more = message.get("more_body", False)
             if len(body) > MAX_BODY:
-                return f"request body over {MAX_BODY} bytes refused"
+                return f"{TOO_LARGE} {MAX_BODY} bytes refused"
         given = headers.get(CSRF_HEADER)
         if given is None and content_type == "application/x-www-form-urlencoded":
             fields = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
