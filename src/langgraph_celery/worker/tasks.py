@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from celery import signals
 from celery.exceptions import Reject, TimeLimitExceeded
+from celery.utils.functional import maybe_list
+from celery.worker import control
+from celery.worker import state as worker_state
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from langgraph_celery.worker import carry, endings, names
@@ -213,6 +216,44 @@ def _on_task_revoked(
 
 
 signals.task_revoked.connect(_on_task_revoked, weak=False, dispatch_uid="langgraph_celery")
+
+
+def _revoke_running(state: Any, task_id: Any, terminate: bool = False, **kwargs: Any) -> Any:
+    """Celery's ``revoke`` control command, and then, for a plain revoke (not ``terminate``,
+    whose kill Celery reports as revoked itself), the revoke hook for each node task this
+    worker is running under one of the ids: Celery only keeps a running task's id, to discard
+    later deliveries, and lets the task finish, so its run went on with the next step.  Now the
+    run is cancelled at once and, as with ``RunHandle.cancel``, the running node finishes and no
+    further step is sent."""
+    reply = _CELERY_REVOKE(state, task_id, terminate=terminate, **kwargs)
+    if not terminate:
+        ids = set(maybe_list(task_id) or ())
+        for request in list(worker_state.active_requests):
+            if request.id in ids:
+                _on_task_revoked(request.task, request)
+    return reply
+
+
+#: Celery's own (kept once, so that registering again does not wrap the wrapper)
+_CELERY_REVOKE = getattr(
+    control.Panel.data["revoke"], "_celery_revoke", control.Panel.data["revoke"]
+)
+_revoke_running._celery_revoke = _CELERY_REVOKE  # type: ignore[attr-defined]
+_REVOKE_INFO = control.Panel.meta["revoke"]
+# (a worker control command registered under the built-in's name replaces it: Celery's way to
+# extend its remote control, https://docs.celeryq.dev/en/stable/userguide/workers.html)
+control.Panel.register(
+    _revoke_running,
+    name="revoke",
+    alias=_REVOKE_INFO.alias,
+    type=_REVOKE_INFO.type,
+    visible=_REVOKE_INFO.visible,
+    default_timeout=_REVOKE_INFO.default_timeout,
+    help=_REVOKE_INFO.help,
+    signature=_REVOKE_INFO.signature,
+    args=_REVOKE_INFO.args,
+    variadic=_REVOKE_INFO.variadic,
+)
 
 
 def _soft_limit(task: Any) -> float | None:
