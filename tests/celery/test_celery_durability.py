@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 from typing import Any
 
 import pytest
@@ -281,6 +282,30 @@ def test_carried_two_copies_of_a_message_send_the_next_step_once(
     wait_until(lambda: int(redis_client.get(f"calls:{thread}:a") or 0) == 2, 10, 0.02, "a twice")
     celery_stack.wait_until_quiet()
     assert [int(redis_client.get(f"calls:{thread}:{n}") or 0) for n in "bc"] == [1, 1]
+    assert graph.get_state(config).state.data["log"] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("mode", ["exit", "async"])
+def test_carried_two_copies_of_a_later_step_send_the_next_step_once(
+    celery_stack: CeleryStack, thread: str, redis_client: Any, mode: str
+) -> None:
+    """b's message (a step carried from a, not read from the store) sent again while b runs:
+    one of the two copies sends c, which runs once ("async" sent it twice: each copy found the
+    step's own checkpoint stored and went on)."""
+    graph = celery_stack.graph("slow")
+    config = RunnableConfig(thread_id=thread, durability=mode)  # type: ignore[arg-type]
+    redis_client.set(f"hold:{thread}:b", 1)
+    # (c takes a while: a second message of c, were one sent, would find it running)
+    handle = graph.start({"thread": thread, "sleep_c": 1.0}, config)
+    wait_until(lambda: redis_client.get(f"started:{thread}:b"), 10, 0.01, "node b to start")
+    first = celery_stack.saver.list(thread)[-1]
+    _send_again(celery_stack, "slow", _carried_after(first.checkpoint_id, first.step), "b", thread)
+    time.sleep(0.5)  # (the copy reaches a worker, and waits at b too)
+    redis_client.delete(f"hold:{thread}:b")
+    assert handle.wait(timeout=30).as_state_data()["log"] == ["a", "b", "c"]
+    wait_until(lambda: int(redis_client.get(f"calls:{thread}:b") or 0) == 2, 10, 0.02, "b twice")
+    celery_stack.wait_until_quiet()
+    assert int(redis_client.get(f"started:{thread}:c") or 0) == 1
     assert graph.get_state(config).state.data["log"] == ["a", "b", "c"]
 
 

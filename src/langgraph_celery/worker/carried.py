@@ -249,19 +249,23 @@ def _own_stored(
     without the sign (its store is in flight, or its task died) it is stored here, from the
     carried copy (the compare-and-set keeps one).  Whether it is stored (False if another copy
     of the run stored another checkpoint at its step, or another task of a step of several,
-    which all may commit it, put the next one first: that one goes on), and where a client
+    which all may commit it, or another copy of this task, put the next one first: that one
+    goes on), and where a client
     cancelled the run (there or at its parent) if it did since this task read it."""
     own = carried.checkpoint
+    # (of the tasks or copies that commit the step, the one that takes the right sends on)
+    sending = runtime.executor.stalled_after if ahead is not None else None
     if own.checkpoint_id == carried.stored_id:  # read from the store, or a run's first
         if ahead is not None:
             forget = own.checkpoint_id if kept else None
-            sending = runtime.executor.stalled_after
             if not runtime.carrier.put(ahead, forget, sending=sending):
                 return False, None  # another task that committed the step goes on
         elif kept:
             runtime.carrier.forget(own.checkpoint_id)
         return True, None
-    there, cancelled = runtime.carrier.swap(ahead, own)
+    there, cancelled, sends = runtime.carrier.swap(ahead, own, sending)
+    if not sends:
+        return False, None  # another copy of the step put the next one first: that one goes on
     if there:
         return True, cancelled
     return materialize(runtime, carried, put=False) is not None, cancelled

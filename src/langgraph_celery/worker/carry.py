@@ -168,15 +168,20 @@ class Carrier:
         )
         return carried, cancelled
 
-    def swap(self, carried: Carried | None, own: Checkpoint) -> tuple[bool, str | None]:
+    def swap(
+        self, carried: Carried | None, own: Checkpoint, sending: float | None = None
+    ) -> tuple[bool, str | None, bool]:
         """(async) Put ``carried`` (if any) and remove the carried checkpoint ``own`` (the step
         it was computed from) with its stored sign: whether that sign was there (``own`` is in
-        the store), and where the run was cancelled (``own`` or its parent), if it was since
-        ``own``'s task read it; one round trip on Redis."""
+        the store), where the run was cancelled (``own`` or its parent), if it was since
+        ``own``'s task read it, and whether this call took the right to send ``carried``'s
+        tasks for ``sending`` seconds (see :meth:`put`: of two copies of a running step, one
+        goes on); one round trip on Redis."""
         backend = self.app.backend
         client: Any = getattr(backend, "client", None)
         own_id = own.checkpoint_id
         sign = _STORED + own_id
+        sends = True
         if not callable(getattr(client, "pipeline", None)):
             there = backend.get(sign) is not None
             cancelled_at = backend.get(_CANCEL + own.run_id)
@@ -185,7 +190,12 @@ class Carrier:
             backend.delete(_KEY + own_id)
             backend.delete(sign)
         else:
+            claims = carried is not None and sending is not None
             with client.pipeline() as pipe:
+                if claims:
+                    assert carried is not None and sending is not None
+                    claim = _SENDING + carried.checkpoint.checkpoint_id
+                    pipe.set(claim, "1", nx=True, ex=max(1, int(sending)))
                 pipe.delete(sign)
                 pipe.get(_CANCEL + own.run_id)
                 pipe.delete(_KEY + own_id)
@@ -193,10 +203,13 @@ class Carrier:
                     key = _KEY + carried.checkpoint.checkpoint_id
                     pipe.set(key, self._dump(carried), ex=self._expires())
                 done = pipe.execute()
+            if claims:
+                sends, done = bool(done[0]), done[1:]
             there, cancelled_at = bool(done[0]), done[1]
         if isinstance(cancelled_at, bytes):
             cancelled_at = cancelled_at.decode()
-        return there, cancelled_at if cancelled_at in (own_id, own.parent_id) else None
+        cancelled = cancelled_at if cancelled_at in (own_id, own.parent_id) else None
+        return there, cancelled, sends
 
     def stored(self, checkpoint_id: str) -> None:
         """(async) Sign that the carried checkpoint ``checkpoint_id`` is in the store now; not
