@@ -169,6 +169,10 @@ def test_reject_resumes_with_reject_with_or_the_approval_inverted(metadata, upda
     assert reject_update(metadata) == update
 
 
+def noop(state: object) -> dict[str, object]:
+    return {}
+
+
 def loop_graph(name: str = "review") -> StateGraph:
     return (
         StateGraph()
@@ -198,6 +202,21 @@ def test_the_diagram_draws_every_node_and_edge_in_layers() -> None:
     assert 'class="node current status-failed" data-node="review"' in svg
     assert 'class="node visited" data-node="plan"' in svg
     assert ">again<" in svg and ">ok<" in svg
+
+
+def test_a_node_of_a_compiled_subgraph_highlights_the_subgraph_s_node() -> None:
+    """Where a child run parked (``review``, a node of the compiled subgraph ``approval``),
+    the parent's diagram highlights ``approval``, drawn as a subgraph; nested ones too."""
+    inner = StateGraph().add_node("review", noop).add_edge(START, "review")
+    inner_graph = inner.add_edge("review", END).compile()
+    middle = StateGraph().add_node("gate", inner_graph).add_edge(START, "gate")
+    middle_graph = middle.add_edge("gate", END).compile()
+    outer = StateGraph().add_node("plan", noop).add_node("approval", middle_graph)
+    outer.add_edge(START, "plan").add_edge("plan", "approval").add_edge("approval", END)
+    spec = outer.compile().spec
+    svg = render_svg(spec, highlight="review", status="parked")
+    assert 'class="node subgraph current status-parked" data-node="approval"' in svg
+    assert render_svg(spec, highlight="nowhere").count("current") == 0
 
 
 def test_the_diagram_escapes_names() -> None:

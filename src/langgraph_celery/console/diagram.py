@@ -213,6 +213,18 @@ def _bypass(edge: _Edge, box: Layout, sx: float, tx: float) -> float | None:
     return leftmost if centre - leftmost < rightmost - centre else rightmost
 
 
+def enclosing(spec: GraphSpec, node: str | None) -> str | None:
+    """``node`` if it is one of ``spec``'s, else the compiled subgraph node of ``spec`` whose
+    graph (or a graph nested in it) has it; ``None`` if none has."""
+    if node is None or node in spec.nodes:
+        return node
+    for sub_id, compiled in spec.subgraphs.items():
+        child = getattr(compiled, "spec", None)
+        if isinstance(child, GraphSpec) and enclosing(child, node) is not None:
+            return sub_id
+    return None
+
+
 def render_svg(
     spec: GraphSpec,
     *,
@@ -222,8 +234,11 @@ def render_svg(
     title: str | None = None,
     ident: str = "g",
 ) -> str:
-    """The graph as an ``<svg>`` element; ``ident`` makes its marker ids unique in a page."""
+    """The graph as an ``<svg>`` element; ``ident`` makes its marker ids unique in a page.
+    A ``highlight`` that is a node of a compiled subgraph (where a child run parked, failed or
+    runs) highlights the subgraph's node in this graph."""
     box = layout(spec)
+    highlight = enclosing(spec, highlight)
     esc = html.escape
     marker = f"arrow-{''.join(c for c in ident if c.isalnum()) or 'g'}"
     parts = [
@@ -264,6 +279,8 @@ def render_svg(
             classes.append("terminal")
         if node in visited:
             classes.append("visited")
+        if node in spec.subgraphs:
+            classes.append("subgraph")  # (a compiled subgraph: drawn with a dashed border)
         if node == highlight:
             classes += ["current", f"status-{status or 'running'}"]
         radius = NODE_HEIGHT / 2 if node in (START, END) else 6
