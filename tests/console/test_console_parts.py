@@ -219,6 +219,29 @@ def test_a_node_of_a_compiled_subgraph_highlights_the_subgraph_s_node() -> None:
     assert render_svg(spec, highlight="nowhere").count("current") == 0
 
 
+def test_a_label_beside_an_edge_that_goes_around_a_node_is_off_it_and_inside_the_drawing() -> None:
+    graph = (
+        StateGraph()
+        .add_node("a", noop)
+        .add_node("b", noop)
+        .add_edge(START, "a")
+        .add_conditional_edges("a", lambda s: "y", {"yes": "b", "a-longer-label": END})
+        .add_edge("b", END)
+    )
+    svg = render_svg(graph.compile().spec)
+    view = [float(v) for v in re.search(r'viewBox="([^"]+)"', svg).group(1).split()]  # type: ignore[union-attr]
+    rects = re.findall(r'<rect x="([\d.-]+)" y="([\d.-]+)" width="([\d.]+)" height="(\d+)"', svg)
+    boxes = [tuple(float(v) for v in r) for r in rects]
+    label = next(b for b in boxes if b[3] == 18 and b[2] > 80)  # (the longer label's box)
+    node_b = re.search(
+        r'data-node="b"><title>b</title><rect x="([\d.]+)" y="([\d.]+)" width="([\d.]+)"', svg
+    )
+    assert node_b is not None
+    bx, _, bw = (float(v) for v in node_b.groups())
+    assert label[0] >= bx + bw or label[0] + label[2] <= bx  # beside b, not over it
+    assert view[0] <= label[0] and label[0] + label[2] <= view[0] + view[2]
+
+
 def test_the_diagram_escapes_names() -> None:
     spec = loop_graph('<script>alert("x")</script>').compile().spec
     svg = render_svg(spec, title="<b>")

@@ -171,8 +171,10 @@ def _fmt(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".")
 
 
-def _edge_path(edge: _Edge, box: Layout, loop_x: float) -> tuple[str, float, float]:
-    """The SVG path of ``edge`` and where its label goes."""
+def _edge_path(edge: _Edge, box: Layout, loop_x: float) -> tuple[str, float, float, int]:
+    """The SVG path of ``edge``, where its label goes, and on which side of that point (-1 to
+    its left, 0 centred on it, 1 to its right: beside an edge that goes around nodes, off
+    them)."""
     sx, sy, sw = box.nodes[edge.source]
     tx, ty, tw = box.nodes[edge.target]
     half = NODE_HEIGHT / 2
@@ -182,7 +184,7 @@ def _edge_path(edge: _Edge, box: Layout, loop_x: float) -> tuple[str, float, flo
             f"M{_fmt(x1)},{_fmt(sy)} C{_fmt(loop_x)},{_fmt(sy)} {_fmt(loop_x)},{_fmt(ty)} "
             f"{_fmt(x2 + 6)},{_fmt(ty)}"
         )
-        return path, loop_x - 4, (sy + ty) / 2
+        return path, loop_x - 4, (sy + ty) / 2, 0
     y1, y2 = sy + half, ty - half - 4
     bypass = _bypass(edge, box, sx, tx)
     if bypass is not None:  # a node of a layer in between is in the way: go around it
@@ -190,13 +192,14 @@ def _edge_path(edge: _Edge, box: Layout, loop_x: float) -> tuple[str, float, flo
             f"M{_fmt(sx)},{_fmt(y1)} C{_fmt(bypass)},{_fmt(y1 + LAYER_GAP)} "
             f"{_fmt(bypass)},{_fmt(y2 - LAYER_GAP)} {_fmt(tx)},{_fmt(y2)}"
         )
-        return path, bypass, (y1 + y2) / 2
+        middle = (sx + tx) / 8 + 0.75 * bypass  # (the curve's own middle)
+        return path, middle, (y1 + y2) / 2, 1 if bypass > (sx + tx) / 2 else -1
     bend = (y2 - y1) / 2
     path = (
         f"M{_fmt(sx)},{_fmt(y1)} C{_fmt(sx)},{_fmt(y1 + bend)} {_fmt(tx)},{_fmt(y2 - bend)} "
         f"{_fmt(tx)},{_fmt(y2)}"
     )
-    return path, (sx + tx) / 2, (y1 + y2) / 2
+    return path, (sx + tx) / 2, (y1 + y2) / 2, 0
 
 
 def _bypass(edge: _Edge, box: Layout, sx: float, tx: float) -> float | None:
@@ -241,10 +244,9 @@ def render_svg(
     highlight = enclosing(spec, highlight)
     esc = html.escape
     marker = f"arrow-{''.join(c for c in ident if c.isalnum()) or 'g'}"
+    left, right = 0.0, box.width  # (widened for labels beside edges that go around nodes)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="graph" viewBox="0 0 {_fmt(box.width)} '
-        f'{_fmt(box.height)}" width="{_fmt(box.width)}" height="{_fmt(box.height)}" role="img" '
-        f'aria-label="{esc(title or "graph")}">',
+        "",  # (the <svg> tag, once its width is known)
         f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
         'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
         'fill="#555"/></marker></defs>',
@@ -254,7 +256,7 @@ def render_svg(
     for edge in box.edges:
         if edge.back or edge.source == edge.target:
             loop_x += LOOP_GAP
-        path, lx, ly = _edge_path(edge, box, loop_x)
+        path, lx, ly, side = _edge_path(edge, box, loop_x)
         dash = ' stroke-dasharray="5 4"' if edge.conditional else ""
         kind = "edge conditional" if edge.conditional else "edge"
         parts.append(
@@ -266,6 +268,8 @@ def render_svg(
             text = ", ".join(edge.labels)
             text = text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "\u2026"
             width = len(text) * 6.6 + 10
+            lx += side * (width / 2 + 4)
+            left, right = min(left, lx - width / 2 - 4), max(right, lx + width / 2 + 4)
             labels.append(
                 f'<g class="edge-label"><rect x="{_fmt(lx - width / 2)}" y="{_fmt(ly - 9)}" '
                 f'width="{_fmt(width)}" height="18" rx="4" fill="#fff" stroke="#ccc"/>'
@@ -292,6 +296,12 @@ def render_svg(
             f'stroke-width="1.3"/><text x="{_fmt(x)}" y="{_fmt(y + 4.5)}" text-anchor="middle" '
             f'font-size="13" fill="#123">{esc(_label(node))}</text></g>'
         )
+    width = right - left
+    parts[0] = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="graph" viewBox="{_fmt(left)} 0 '
+        f'{_fmt(width)} {_fmt(box.height)}" width="{_fmt(width)}" height="{_fmt(box.height)}" '
+        f'role="img" aria-label="{esc(title or "graph")}">'
+    )
     parts.append("</svg>")
     return "".join(parts)
 
