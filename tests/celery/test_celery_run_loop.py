@@ -383,52 +383,36 @@ def test_a_forged_node_message_does_not_unpark_a_thread_edited_with_update_state
     assert state.data["log"] == ["a", "gate", "b"]
 
 
+@pytest.mark.parametrize("terminate", [True, False], ids=["terminate", "revoke"])
 def test_a_node_task_revoked_from_flower_cancels_its_run_which_stays_resumable(
-    celery_stack: CeleryStack, thread: str, redis_client: Any
+    celery_stack: CeleryStack, thread: str, redis_client: Any, terminate: bool
 ) -> None:
+    """Flower's "terminate" kills the running node; its "revoke" (no terminate) lets it finish,
+    as Celery does, and the run is cancelled all the same: no further step is sent."""
     graph = celery_stack.graph("slow")
     config = RunnableConfig(thread_id=thread)
-    handle = graph.start({"thread": thread, "sleep": 3.0}, config)
+    handle = graph.start({"thread": thread, "sleep": 3.0 if terminate else 2.0}, config)
     assert wait_until(lambda: started(redis_client, thread, "a") == 1, 10, 0.01, "node a to start")
     first = celery_stack.saver.get(thread)
     assert first is not None
     task_id = celery_task_id(first.run_id, first.checkpoint_id, "a")
 
-    celery_stack.app.control.revoke(task_id, terminate=True)  # what Flower's "terminate" does
+    celery_stack.app.control.revoke(task_id, terminate=terminate)
     assert wait_until(lambda: handle.status() == "cancelled", 15, 0.05, "the run to be cancelled")
     with pytest.raises(GraphStateError, match="cancelled"):
         handle.wait(timeout=5)
-    assert int(redis_client.get(f"calls:{thread}:a") or 0) == 0  # a was killed mid-node
+    if terminate:
+        assert int(redis_client.get(f"calls:{thread}:a") or 0) == 0  # a was killed mid-node
+    else:
+        calls = lambda: int(redis_client.get(f"calls:{thread}:a") or 0)  # noqa: E731
+        assert wait_until(lambda: calls() == 1, 15, 0.05, "a to finish")
+        time.sleep(1.0)  # (time for a next step, were one sent)
+        assert started(redis_client, thread, "b") == 0
+        assert handle.status() == "cancelled"
 
     state = graph.invoke(GraphInput.resume({"sleep": 0}), config, timeout=30)
     assert state.data["log"] == ["a", "b", "c"]
-    assert started(redis_client, thread, "a") == 2
-
-
-def test_a_plain_revoke_of_a_running_node_task_cancels_its_run_before_the_next_step(
-    celery_stack: CeleryStack, thread: str, redis_client: Any
-) -> None:
-    """Flower's "revoke" (no terminate) on a node task that is already running: Celery lets the
-    task finish; the run is cancelled all the same, and no further step is sent."""
-    graph = celery_stack.graph("slow")
-    config = RunnableConfig(thread_id=thread)
-    handle = graph.start({"thread": thread, "sleep": 2.0}, config)
-    assert wait_until(lambda: started(redis_client, thread, "a") == 1, 10, 0.01, "node a to start")
-    first = celery_stack.saver.get(thread)
-    assert first is not None
-    task_id = celery_task_id(first.run_id, first.checkpoint_id, "a")
-
-    celery_stack.app.control.revoke(task_id)
-    assert wait_until(lambda: handle.status() == "cancelled", 15, 0.05, "the run to be cancelled")
-    assert wait_until(
-        lambda: int(redis_client.get(f"calls:{thread}:a") or 0) == 1, 15, 0.05, "a to finish"
-    )
-    time.sleep(1.0)  # (time for a next step, were one sent)
-    assert started(redis_client, thread, "b") == 0
-    assert handle.status() == "cancelled"
-
-    state = graph.invoke(GraphInput.resume({"sleep": 0}), config, timeout=30)
-    assert state.data["log"] == ["a", "b", "c"]
+    assert started(redis_client, thread, "a") == (2 if terminate else 1)
 
 
 def test_only_a_revoke_of_the_steps_own_task_cancels_its_run(

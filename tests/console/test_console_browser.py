@@ -263,9 +263,7 @@ def test_a_running_run_updates_live(tab: Watched, graphs: Graphs) -> None:
     try:
         assert console_graphs.HOLDING.wait(30)
         tab.go("/runs?graph=slow")
-        row = tab.page.wait_for_selector(
-            f'tr[data-run="{handle.run_id}"][data-status="running"]'
-        )
+        row = tab.page.wait_for_selector(f'tr[data-run="{handle.run_id}"][data-status="running"]')
         assert row is not None and "wait" in row.inner_text()  # its node now, not its first
         tab.page.evaluate("window.__same_page = true")
     finally:

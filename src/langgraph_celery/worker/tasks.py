@@ -239,21 +239,9 @@ _CELERY_REVOKE = getattr(
     control.Panel.data["revoke"], "_celery_revoke", control.Panel.data["revoke"]
 )
 _revoke_running._celery_revoke = _CELERY_REVOKE  # type: ignore[attr-defined]
-_REVOKE_INFO = control.Panel.meta["revoke"]
 # (a worker control command registered under the built-in's name replaces it: Celery's way to
 # extend its remote control, https://docs.celeryq.dev/en/stable/userguide/workers.html)
-control.Panel.register(
-    _revoke_running,
-    name="revoke",
-    alias=_REVOKE_INFO.alias,
-    type=_REVOKE_INFO.type,
-    visible=_REVOKE_INFO.visible,
-    default_timeout=_REVOKE_INFO.default_timeout,
-    help=_REVOKE_INFO.help,
-    signature=_REVOKE_INFO.signature,
-    args=_REVOKE_INFO.args,
-    variadic=_REVOKE_INFO.variadic,
-)
+control.Panel.register(_revoke_running, name="revoke", **control.Panel.meta["revoke"]._asdict())
 
 
 def _soft_limit(task: Any) -> float | None:
