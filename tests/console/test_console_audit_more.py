@@ -192,3 +192,19 @@ def test_the_api_takes_strict_json_as_the_editor_does(
     assert reply.status_code == 422, reply.text
     assert "not valid JSON" in reply.text and says in reply.text
     assert status_of(graphs, run_id) is RunStatus.PARKED
+
+
+def test_on_a_phone_the_runs_and_thread_pages_do_not_scroll_sideways(
+    browser: Any, server: Server, client: TestClient, graphs: Graphs
+) -> None:
+    run_id, thread = park(graphs.letters, {"name": "Narrow " * 40})
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    try:
+        tab = context.new_page()
+        for path in ("/runs", f"/threads/{thread}?graph=letters", "/inbox"):
+            tab.goto(server.url + path)
+            width = tab.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, (path, width)
+    finally:
+        context.close()
+        client.post(f"/api/runs/{run_id}/cancel")  # (a parked run would change the inbox)

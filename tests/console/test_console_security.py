@@ -128,6 +128,12 @@ def test_state_changing_requests_need_the_sessions_csrf_token(
     assert form.status_code == 403
     foreign = client.post(url, headers={"x-csrf-token": token, "origin": "http://evil.example"})
     assert foreign.status_code == 403 and "cross-origin" in foreign.json()["detail"]
+    opaque = client.post(  # a sandboxed frame or data: URL: an opaque origin is a foreign one
+        "/actions/cancel",
+        data={"run_id": run_id, "csrf_token": token, "back": "/inbox"},
+        headers={"origin": "null"},
+    )
+    assert opaque.status_code == 403 and "cross-origin" in opaque.text
     multipart = client.post(url, headers={"x-csrf-token": token}, files={"f": b"x"})
     assert multipart.status_code == 403
     large = client.post(

@@ -10,10 +10,10 @@
   as the ``X-CSRF-Token`` header or the ``csrf_token`` form field, and may only be a form
   (``application/x-www-form-urlencoded``) or JSON.  The token is an HMAC of the session cookie
   (HttpOnly, SameSite=Strict) under a secret made when the console starts.  A request with a
-  cross-origin ``Origin`` header is refused too.  Requests authenticated with an ``Authorization:
-  Bearer`` header are exempt: a browser never adds that header by itself.
+  cross-origin ``Origin`` header (``null`` included) is refused too.  Requests authenticated
+  with an ``Authorization: Bearer`` header are exempt: a browser never adds it by itself.
 * **Headers**: a Content-Security-Policy that allows scripts, styles and images from the console
-  only (no inline script), ``nosniff``, no framing, no referrer, no caching.
+  only (no inline script), ``nosniff``, no framing, no referrer to other sites, no caching.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ SECURITY_HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
     (b"cross-origin-opener-policy", b"same-origin"),
 ]
 
@@ -275,9 +275,9 @@ class Guard:
     ) -> Receive | str:
         """A ``receive`` that replays the body, or why the request is refused."""
         origin = headers.get("origin")
-        # ("null": what a browser sends with the console's own forms under its no-referrer
-        # policy; the token below decides)
-        if origin not in (None, "null") and origin.split("://", 1)[-1] != headers.get("host"):
+        # ("null", an opaque origin: a sandboxed frame, a data: URL, or a cross-origin form
+        # under the same-origin referrer policy; the console's own forms send theirs)
+        if origin is not None and origin.split("://", 1)[-1] != headers.get("host"):
             return f"cross-origin request from {origin} refused"
         content_type = headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type not in ("application/x-www-form-urlencoded", "application/json", ""):
