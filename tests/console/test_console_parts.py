@@ -204,19 +204,101 @@ def test_the_diagram_draws_every_node_and_edge_in_layers() -> None:
     assert ">again<" in svg and ">ok<" in svg
 
 
-def test_a_node_of_a_compiled_subgraph_highlights_the_subgraph_s_node() -> None:
-    """Where a child run parked (``review``, a node of the compiled subgraph ``approval``),
-    the parent's diagram highlights ``approval``, drawn as a subgraph; nested ones too."""
-    inner = StateGraph().add_node("review", noop).add_edge(START, "review")
-    inner_graph = inner.add_edge("review", END).compile()
-    middle = StateGraph().add_node("gate", inner_graph).add_edge(START, "gate")
-    middle_graph = middle.add_edge("gate", END).compile()
-    outer = StateGraph().add_node("plan", noop).add_node("approval", middle_graph)
-    outer.add_edge(START, "plan").add_edge("plan", "approval").add_edge("approval", END)
-    spec = outer.compile().spec
-    svg = render_svg(spec, highlight="review", status="parked")
-    assert 'class="node subgraph current status-parked" data-node="approval"' in svg
+def _nested_graph() -> StateGraph:
+    """``plan``, then ``prep`` (a merged subgraph: ``x``, ``y``), then ``approval`` (a compiled
+    subgraph holding the compiled ``gate``, whose ``review`` may park, and the merged ``m``)."""
+    inner = StateGraph().add_node("review", noop).add_node("fix", noop)
+    inner.add_edge(START, "review").add_edge("fix", "review")
+    inner.add_conditional_edges("review", lambda s: "ok", {"ok": END, "again": "fix"})
+    merged = StateGraph().add_node("x", noop).add_node("y", noop)
+    merged.add_edge(START, "x").add_edge("x", "y").add_edge("y", END)
+    middle = StateGraph().add_node("gate", inner.compile()).add_node("m", merged)
+    middle.add_edge(START, "gate").add_edge("gate", "m").add_edge("m", END)
+    outer = StateGraph().add_node("plan", noop).add_node("prep", merged)
+    outer.add_node("approval", middle.compile()).add_node("done", noop)
+    outer.add_edge(START, "plan").add_edge("plan", "prep").add_edge("prep", "approval")
+    return outer.add_edge("approval", "done").add_edge("done", END)
+
+
+def _inside(svg: str, block: str) -> str:
+    """The part of ``svg`` drawn inside the block of subgraph node ``block``."""
+    start = svg.index(f'data-node="{block}"')
+    depth, i = 0, svg.index("<g transform", start)
+    for match in re.finditer(r"<g\b|</g>", svg[i:]):
+        depth += 1 if match.group() != "</g>" else -1
+        if depth == 0:
+            return svg[i : i + match.end()]
+    raise AssertionError(f"the block of {block} is not closed")
+
+
+def test_subgraphs_are_drawn_as_nested_blocks_holding_their_graphs() -> None:
+    """As the Mermaid and PlantUML diagrams draw them: each subgraph node is a block with its
+    graph's START, nodes, END and edges inside, nested as deep as the subgraphs nest; the
+    nodes carry the ids runs record (a merged subgraph's nodes their merged ids)."""
+    spec = _nested_graph().compile().spec
+    svg = render_svg(spec)
+    assert 'class="block compiled" data-node="approval"' in svg
+    assert 'class="block merged" data-node="prep"' in svg
+    prep = _inside(svg, "prep")
+    assert 'data-node="prep-x"' in prep and 'data-node="prep-y"' in prep
+    assert prep.count('class="node terminal"') == 2  # (its own START and END, without ids)
+    approval = _inside(svg, "approval")
+    gate = _inside(approval, "gate")
+    assert 'data-node="review"' in gate and 'data-node="fix"' in gate
+    assert ">again<" in gate and ">ok<" in gate
+    assert 'data-node="m-x"' in _inside(approval, "m")
+    assert 'data-node="review"' not in svg.replace(approval, "")
+    assert svg.count('data-node="__START__"') == svg.count('data-node="__END__"') == 1
+    box = layout(spec)
+    assert set(box.blocks) == {"prep", "approval"}
+    assert set(box.blocks["approval"].blocks) == {"gate", "m"}
+    _, y, w = box.nodes["approval"]
+    inner = box.blocks["approval"]
+    assert w >= inner.width and box.height_of("approval") > inner.height
+    assert box.nodes["prep"][1] < y < box.nodes["done"][1]  # (the blocks stay in their layers)
+
+
+def test_a_node_of_a_compiled_subgraph_is_highlighted_inside_its_blocks() -> None:
+    """Where a child run parked (``review``, in ``gate`` in ``approval``): that node is the
+    current one, and the blocks around it are marked as holding it; a merged subgraph's nodes
+    are marked visited by their merged ids, a compiled one's are not (the thread's checkpoints
+    record the parent's nodes only)."""
+    spec = _nested_graph().compile().spec
+    svg = render_svg(spec, highlight="review", status="parked", visited={"prep-x", "review"})
+    assert 'class="block compiled holds-current status-parked" data-node="approval"' in svg
+    assert 'class="block compiled holds-current status-parked" data-node="gate"' in svg
+    assert 'class="node current status-parked" data-node="review"' in svg
+    assert svg.count("current status-") == 3
+    assert 'class="node visited" data-node="prep-x"' in svg
+    assert 'class="node" data-node="m-x"' in svg
+    running = render_svg(spec, highlight="approval", status="running")
+    assert 'class="block compiled current status-running" data-node="approval"' in running
+    merged = render_svg(spec, highlight="prep-y", status="failed")
+    assert 'class="block merged holds-current status-failed" data-node="prep"' in merged
+    assert 'class="node current status-failed" data-node="prep-y"' in merged
     assert render_svg(spec, highlight="nowhere").count("current") == 0
+
+
+def test_a_subgraph_path_tells_apart_a_child_s_node_from_the_parent_s_of_the_same_id() -> None:
+    """A run parked in a compiled subgraph names the inner node and its ``subgraph_path``: the
+    path finds the child's ``review`` where the bare id finds the parent's."""
+    child = StateGraph().add_node("review", noop).add_edge(START, "review")
+    parent = (
+        StateGraph()
+        .add_node("review", noop)
+        .add_node("approval", child.add_edge("review", END).compile())
+    )
+    parent.add_edge(START, "review").add_edge("review", "approval").add_edge("approval", END)
+    spec = parent.compile().spec
+    assert layout(spec).path_to("review") == ["review"]
+    assert layout(spec).path_to(["approval", "review"]) == ["approval", "review"]
+    assert layout(spec).path_to(["approval", "nowhere"]) == []
+    svg = render_svg(spec, highlight=["approval", "review"], status="parked")
+    assert 'class="block compiled holds-current status-parked" data-node="approval"' in svg
+    assert svg.count('class="node current status-parked" data-node="review"') == 1
+    assert 'class="node current' not in svg[: svg.index('data-node="approval"')]
+    nested = layout(_nested_graph().compile().spec)
+    assert nested.path_to(["approval", "m-x"]) == ["approval", "m", "x"]
 
 
 def test_a_label_beside_an_edge_that_goes_around_a_node_is_off_it_and_inside_the_drawing() -> None:

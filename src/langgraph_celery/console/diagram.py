@@ -8,21 +8,25 @@ must work with no internet; the console therefore lays the graph out itself, sim
 * within a layer, nodes are ordered by the mean position of their neighbours (a few sweeps down
   and up), which untangles most agent graphs;
 * edges into the next layers are curves downwards, loops are drawn on the right-hand side;
-  conditional edges are dashed and carry their labels.
+  conditional edges are dashed and carry their labels;
+* a subgraph node (merged or compiled) is a block that holds its graph, laid out the same way,
+  nested as deep as subgraphs nest; the enclosing graph's edges reach the block.
 
-The edges are the ones the Mermaid text of ``get_graph("mermaid")`` draws.  Every text is
-escaped; a node can be highlighted (``current``, with the run's status as a class) and nodes a
-thread went through marked ``visited``.
+The nodes and edges are the ones the Mermaid text of ``get_graph("mermaid")`` draws.  Every text
+is escaped.  Each node carries the id a run records for it (``data-node``): a merged subgraph's
+nodes their merged ids (``"{id}-{child}"``), a compiled subgraph's nodes their own.  A node can
+be highlighted (``current``, with the run's status as a class; the blocks around it are marked
+``holds-current``) and nodes a thread went through marked ``visited``.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from langgraph_celery.graph._spec import GraphSpec
-from langgraph_celery.graph.draw import _edges
+from langgraph_celery.graph.draw import _child, _edges, _view
 from langgraph_celery.graph.types import END, START
 
 __all__ = ["Layout", "layout", "render_svg"]
@@ -34,6 +38,9 @@ MARGIN = 32
 CHAR_WIDTH = 7.6
 MAX_LABEL = 32
 LOOP_GAP = 18
+#: a block's margin around its graph, and the height of its title above it
+BLOCK_PAD = 12
+BLOCK_TITLE = 22
 
 
 @dataclass
@@ -43,17 +50,75 @@ class _Edge:
     labels: list[str] = field(default_factory=list)
     conditional: bool = False
     back: bool = False
+    #: set by :func:`layout`: the SVG path, and the label's box (centre x, centre y, width)
+    path: str = ""
+    label: tuple[float, float, float] | None = None
 
 
 @dataclass
 class Layout:
-    """Positions (centre x, centre y, width) of nodes and the edges between them."""
+    """Positions (centre x, centre y, width) of nodes, the edges between them, the blocks of
+    subgraph nodes (each its own layout, drawn inside the node's box) and the drawing's extent
+    (``left`` is where it starts: labels beside edges may lie left of the nodes)."""
 
     nodes: dict[str, tuple[float, float, float]]
     edges: list[_Edge]
     width: float
     height: float
     ranks: dict[str, int]
+    #: the id a run records for each node (``data-node``)
+    ids: dict[str, str] = field(default_factory=dict)
+    blocks: dict[str, Layout] = field(default_factory=dict)
+    left: float = 0.0
+    #: whether runs record the nodes of this graph in the enclosing graph's checkpoints (the
+    #: graph of a merged subgraph), so that ``visited`` applies inside
+    merged: bool = False
+
+    def height_of(self, node: str) -> float:
+        block = self.blocks.get(node)
+        return NODE_HEIGHT if block is None else block.height + BLOCK_TITLE
+
+    def path_to(self, node_id: str | Sequence[str] | None) -> list[str]:
+        """The nodes from this layout's down to the one whose run id is ``node_id``: a node
+        of this graph first, then of its blocks, outer ones first; ``[]`` if none is.
+        ``node_id`` may be a parked run's ``subgraph_path`` (the run ids from this graph's
+        node down through compiled subgraphs), which tells apart nodes of the same id."""
+        if node_id is None or isinstance(node_id, str):
+            return self._search(node_id, merged_only=False) if node_id else []
+        path: list[str] = []
+        box: Layout | None = self
+        for part in node_id:
+            found = box._search(part, merged_only=True) if box is not None else []
+            if not found:
+                return []
+            path += found
+            box = _descend(box, found) if box is not None else None
+        return path
+
+    def _search(self, node_id: str, merged_only: bool) -> list[str]:
+        level: list[tuple[list[str], Layout]] = [([], self)]
+        while level:
+            for path, box in level:
+                for node, ident in box.ids.items():
+                    if ident == node_id and node not in (START, END):
+                        return [*path, node]
+            level = [
+                ([*path, node], block)
+                for path, box in level
+                for node, block in box.blocks.items()
+                if block.merged or not merged_only
+            ]
+        return []
+
+
+def _descend(box: Layout, path: list[str]) -> Layout | None:
+    """The layout of the block at the end of ``path`` (``None`` if it ends at a node)."""
+    for node in path:
+        found = box.blocks.get(node)
+        if found is None:
+            return None
+        box = found
+    return box
 
 
 def _label(node: str) -> str:
@@ -142,9 +207,21 @@ def _order(layers: list[list[str]], edges: list[_Edge]) -> None:
             layers[i].sort(key=weights.__getitem__)
 
 
-def layout(spec: GraphSpec) -> Layout:
-    nodes = [START, *spec.nodes, END]
-    edges = _merged_edges(spec)
+def layout(spec: GraphSpec, prefix: str | None = None, margin: float = MARGIN) -> Layout:
+    """Lay ``spec`` out as built (subgraph nodes as blocks).  Inside the block of a merged
+    subgraph node, ``prefix`` is that node's merged id: its nodes run as
+    ``"{prefix}-{node}"``."""
+    view = _view(spec)
+    nodes = [START, *view.nodes, END]
+    ids = {node: f"{prefix}-{node}" if prefix else node for node in view.nodes}
+    ids[START], ids[END] = START, END
+    blocks: dict[str, Layout] = {}
+    for node in view.nodes:
+        child = _child(view, node)
+        if child is not None:
+            merged = ids[node] if node in view.merged else None
+            blocks[node] = layout(child, merged, BLOCK_PAD)
+    edges = _merged_edges(view)
     _mark_back_edges(nodes, edges)
     ranks = _ranks(nodes, edges)
     layers: list[list[str]] = [[] for _ in range(max(ranks.values()) + 1)]
@@ -152,23 +229,44 @@ def layout(spec: GraphSpec) -> Layout:
         layers[ranks[node]].append(node)
     _order(layers, edges)
     widths = {n: max(72.0, len(_label(n)) * CHAR_WIDTH + 28) for n in nodes}
+    for node, block in blocks.items():
+        widths[node] = max(widths[node], block.width)
+    box = Layout({}, edges, 0.0, 0.0, ranks, ids, blocks, merged=prefix is not None)
     spans = [sum(widths[n] for n in layer) + NODE_GAP * (len(layer) - 1) for layer in layers]
     inner = max(spans, default=0.0)
-    loops = sum(1 for e in edges if e.back or e.source == e.target)
-    width = inner + 2 * MARGIN + 40 + LOOP_GAP * loops
-    placed: dict[str, tuple[float, float, float]] = {}
+    y = margin
     for i, layer in enumerate(layers):
-        x = MARGIN + (inner - spans[i]) / 2
-        y = MARGIN + NODE_HEIGHT / 2 + i * (NODE_HEIGHT + LAYER_GAP)
+        x = margin + (inner - spans[i]) / 2
+        tallest = max(box.height_of(node) for node in layer)
         for node in layer:
-            placed[node] = (x + widths[node] / 2, y, widths[node])
+            box.nodes[node] = (x + widths[node] / 2, y + tallest / 2, widths[node])
             x += widths[node] + NODE_GAP
-    height = 2 * MARGIN + len(layers) * NODE_HEIGHT + (len(layers) - 1) * LAYER_GAP
-    return Layout(placed, edges, width, height, ranks)
+        y += tallest + LAYER_GAP
+    box.height = y - LAYER_GAP + margin
+    box.width = inner + 2 * margin
+    _route(box, margin)
+    return box
 
 
 def _fmt(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".")
+
+
+def _route(box: Layout, margin: float) -> None:
+    """Set each edge's path and label box, and widen the drawing to hold loops and labels."""
+    loop_x = max((x + w / 2 for x, _, w in box.nodes.values()), default=0.0) + 30
+    left, right = 0.0, box.width
+    for edge in box.edges:
+        if edge.back or edge.source == edge.target:
+            loop_x += LOOP_GAP
+            right = max(right, loop_x + margin)
+        edge.path, lx, ly, side = _edge_path(edge, box, loop_x)
+        if edge.labels:
+            width = min(len(", ".join(edge.labels)), MAX_LABEL) * 6.6 + 10
+            lx += side * (width / 2 + 4)
+            edge.label = (lx, ly, width)
+            left, right = min(left, lx - width / 2 - 4), max(right, lx + width / 2 + 4)
+    box.left, box.width = left, right - left
 
 
 def _edge_path(edge: _Edge, box: Layout, loop_x: float) -> tuple[str, float, float, int]:
@@ -177,7 +275,6 @@ def _edge_path(edge: _Edge, box: Layout, loop_x: float) -> tuple[str, float, flo
     them)."""
     sx, sy, sw = box.nodes[edge.source]
     tx, ty, tw = box.nodes[edge.target]
-    half = NODE_HEIGHT / 2
     if edge.back or edge.source == edge.target:
         x1, x2 = sx + sw / 2, tx + tw / 2
         path = (
@@ -185,7 +282,7 @@ def _edge_path(edge: _Edge, box: Layout, loop_x: float) -> tuple[str, float, flo
             f"{_fmt(x2 + 6)},{_fmt(ty)}"
         )
         return path, loop_x - 4, (sy + ty) / 2, 0
-    y1, y2 = sy + half, ty - half - 4
+    y1, y2 = sy + box.height_of(edge.source) / 2, ty - box.height_of(edge.target) / 2 - 4
     bypass = _bypass(edge, box, sx, tx)
     if bypass is not None:  # a node of a layer in between is in the way: go around it
         path = (
@@ -216,95 +313,119 @@ def _bypass(edge: _Edge, box: Layout, sx: float, tx: float) -> float | None:
     return leftmost if centre - leftmost < rightmost - centre else rightmost
 
 
-def enclosing(spec: GraphSpec, node: str | None) -> str | None:
-    """``node`` if it is one of ``spec``'s, else the compiled subgraph node of ``spec`` whose
-    graph (or a graph nested in it) has it; ``None`` if none has."""
-    if node is None or node in spec.nodes:
-        return node
-    for sub_id, compiled in spec.subgraphs.items():
-        child = getattr(compiled, "spec", None)
-        if isinstance(child, GraphSpec) and enclosing(child, node) is not None:
-            return sub_id
-    return None
+@dataclass
+class _Marks:
+    """What a drawing marks: the path to the highlighted node (see :meth:`Layout.path_to`),
+    the run's status, the nodes its thread went through, the arrows' marker id, and whether
+    the drawing is the page's graph (whose START and END are the run's) or a block's."""
+
+    path: list[str]
+    status: str
+    visited: Collection[str]
+    marker: str
+    outer: bool = True
+
+
+def _node_svg(box: Layout, node: str, classes: list[str], data: str) -> str:
+    esc = html.escape
+    x, y, w = box.nodes[node]
+    terminal = node in (START, END)
+    radius = NODE_HEIGHT / 2 if terminal else 6
+    fill = "#eef2f7" if terminal else "#ffffff"
+    return (
+        f'<g class="{" ".join(classes)}"{data}><title>{esc(box.ids[node])}</title>'
+        f'<rect x="{_fmt(x - w / 2)}" y="{_fmt(y - NODE_HEIGHT / 2)}" width="{_fmt(w)}" '
+        f'height="{NODE_HEIGHT}" rx="{_fmt(radius)}" fill="{fill}" stroke="#456" '
+        f'stroke-width="1.3"/><text x="{_fmt(x)}" y="{_fmt(y + 4.5)}" text-anchor="middle" '
+        f'font-size="13" fill="#123">{esc(_label(node))}</text></g>'
+    )
+
+
+def _draw(box: Layout, marks: _Marks, parts: list[str]) -> None:
+    """Append ``box``'s edges, labels and nodes (blocks with their graphs inside) to
+    ``parts``, in ``box``'s own coordinates."""
+    esc = html.escape
+    for edge in box.edges:
+        dash = ' stroke-dasharray="5 4"' if edge.conditional else ""
+        kind = "edge conditional" if edge.conditional else "edge"
+        parts.append(
+            f'<path class="{kind}" d="{edge.path}" fill="none" stroke="#555" stroke-width="1.4"'
+            f'{dash} marker-end="url(#{marks.marker})"><title>{esc(box.ids[edge.source])} '
+            f"\u2192 {esc(box.ids[edge.target])}</title></path>"
+        )
+    for edge in box.edges:
+        if edge.label is not None:
+            lx, ly, width = edge.label
+            text = ", ".join(edge.labels)
+            text = text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "\u2026"
+            parts.append(
+                f'<g class="edge-label"><rect x="{_fmt(lx - width / 2)}" y="{_fmt(ly - 9)}" '
+                f'width="{_fmt(width)}" height="18" rx="4" fill="#fff" stroke="#ccc"/>'
+                f'<text x="{_fmt(lx)}" y="{_fmt(ly + 4)}" text-anchor="middle" font-size="11" '
+                f'fill="#333">{esc(text)}</text></g>'
+            )
+    here = marks.path[0] if marks.path else None
+    for node, (x, y, w) in box.nodes.items():
+        terminal = node in (START, END)
+        block = box.blocks.get(node)
+        classes = ["node"] if block is None else ["block", "merged" if block.merged else "compiled"]
+        if terminal:
+            classes.append("terminal")
+        elif box.ids[node] in marks.visited:
+            classes.append("visited")
+        if node == here:
+            inside = len(marks.path) > 1
+            classes += ["holds-current" if inside else "current", f"status-{marks.status}"]
+        # (the START and END of a block carry no id: they are not nodes a run records)
+        data = "" if terminal and not marks.outer else f' data-node="{esc(box.ids[node])}"'
+        if block is None:
+            parts.append(_node_svg(box, node, classes, data))
+            continue
+        top = y - box.height_of(node) / 2
+        parts.append(
+            f'<g class="{" ".join(classes)}"{data}><title>{esc(box.ids[node])}</title>'
+            f'<rect x="{_fmt(x - w / 2)}" y="{_fmt(top)}" width="{_fmt(w)}" '
+            f'height="{_fmt(box.height_of(node))}" rx="8" fill="#f8fafc" stroke="#456" '
+            f'stroke-width="1.3"/><text class="block-title" x="{_fmt(x - w / 2 + BLOCK_PAD)}" '
+            f'y="{_fmt(top + 16)}" font-size="12" font-weight="600" fill="#345">'
+            f"{esc(_label(node))}</text>"
+            f'<g transform="translate({_fmt(x - block.width / 2 - block.left)},'
+            f'{_fmt(top + BLOCK_TITLE)})">'
+        )
+        inner = _Marks(
+            marks.path[1:] if node == here else [],
+            marks.status,
+            marks.visited if block.merged else (),
+            marks.marker,
+            outer=False,
+        )
+        _draw(block, inner, parts)
+        parts.append("</g></g>")
 
 
 def render_svg(
     spec: GraphSpec,
     *,
-    highlight: str | None = None,
+    highlight: str | Sequence[str] | None = None,
     status: str | None = None,
     visited: Collection[str] = (),
     title: str | None = None,
     ident: str = "g",
 ) -> str:
     """The graph as an ``<svg>`` element; ``ident`` makes its marker ids unique in a page.
-    A ``highlight`` that is a node of a compiled subgraph (where a child run parked, failed or
-    runs) highlights the subgraph's node in this graph."""
+    ``highlight`` is the id a run records for a node: of this graph, of a merged subgraph, or
+    of a compiled subgraph's graph (where a child run parked, failed or runs); or, for a run
+    parked in a compiled subgraph, its ``subgraph_path`` (see :meth:`Layout.path_to`)."""
     box = layout(spec)
-    highlight = enclosing(spec, highlight)
-    esc = html.escape
     marker = f"arrow-{''.join(c for c in ident if c.isalnum()) or 'g'}"
-    left, right = 0.0, box.width  # (widened for labels beside edges that go around nodes)
     parts = [
-        "",  # (the <svg> tag, once its width is known)
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="graph" viewBox="{_fmt(box.left)} 0 '
+        f'{_fmt(box.width)} {_fmt(box.height)}" width="{_fmt(box.width)}" '
+        f'height="{_fmt(box.height)}" role="img" aria-label="{html.escape(title or "graph")}">',
         f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
         'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
         'fill="#555"/></marker></defs>',
     ]
-    loop_x = max((x + w / 2 for x, _, w in box.nodes.values()), default=0.0) + 30
-    labels: list[str] = []
-    for edge in box.edges:
-        if edge.back or edge.source == edge.target:
-            loop_x += LOOP_GAP
-        path, lx, ly, side = _edge_path(edge, box, loop_x)
-        dash = ' stroke-dasharray="5 4"' if edge.conditional else ""
-        kind = "edge conditional" if edge.conditional else "edge"
-        parts.append(
-            f'<path class="{kind}" d="{path}" fill="none" stroke="#555" stroke-width="1.4"'
-            f'{dash} marker-end="url(#{marker})"><title>{esc(edge.source)} \u2192 '
-            f"{esc(edge.target)}</title></path>"
-        )
-        if edge.labels:
-            text = ", ".join(edge.labels)
-            text = text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "\u2026"
-            width = len(text) * 6.6 + 10
-            lx += side * (width / 2 + 4)
-            left, right = min(left, lx - width / 2 - 4), max(right, lx + width / 2 + 4)
-            labels.append(
-                f'<g class="edge-label"><rect x="{_fmt(lx - width / 2)}" y="{_fmt(ly - 9)}" '
-                f'width="{_fmt(width)}" height="18" rx="4" fill="#fff" stroke="#ccc"/>'
-                f'<text x="{_fmt(lx)}" y="{_fmt(ly + 4)}" text-anchor="middle" font-size="11" '
-                f'fill="#333">{esc(text)}</text></g>'
-            )
-    parts.extend(labels)
-    for node, (x, y, w) in box.nodes.items():
-        classes = ["node"]
-        if node in (START, END):
-            classes.append("terminal")
-        if node in visited:
-            classes.append("visited")
-        if node in spec.subgraphs:
-            classes.append("subgraph")  # (a compiled subgraph: drawn with a dashed border)
-        if node == highlight:
-            classes += ["current", f"status-{status or 'running'}"]
-        radius = NODE_HEIGHT / 2 if node in (START, END) else 6
-        fill = "#eef2f7" if node in (START, END) else "#ffffff"
-        parts.append(
-            f'<g class="{" ".join(classes)}" data-node="{esc(node)}"><title>{esc(node)}</title>'
-            f'<rect x="{_fmt(x - w / 2)}" y="{_fmt(y - NODE_HEIGHT / 2)}" width="{_fmt(w)}" '
-            f'height="{NODE_HEIGHT}" rx="{_fmt(radius)}" fill="{fill}" stroke="#456" '
-            f'stroke-width="1.3"/><text x="{_fmt(x)}" y="{_fmt(y + 4.5)}" text-anchor="middle" '
-            f'font-size="13" fill="#123">{esc(_label(node))}</text></g>'
-        )
-    width = right - left
-    parts[0] = (
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="graph" viewBox="{_fmt(left)} 0 '
-        f'{_fmt(width)} {_fmt(box.height)}" width="{_fmt(width)}" height="{_fmt(box.height)}" '
-        f'role="img" aria-label="{esc(title or "graph")}">'
-    )
+    _draw(box, _Marks(box.path_to(highlight), status or "running", visited, marker), parts)
     parts.append("</svg>")
     return "".join(parts)
-
-
-def nodes_of(spec: GraphSpec) -> Iterable[str]:
-    return [START, *spec.nodes, END]

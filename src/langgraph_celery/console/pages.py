@@ -160,7 +160,7 @@ def _inbox_items(
                 "svg": Markup(
                     render_svg(
                         run.entry.graph.spec,
-                        highlight=run.parking.node_id if run.parking else None,
+                        highlight=run.diagram_node,
                         status="parked",
                         ident=f"i{run.run_id[:12]}",
                         title=run.entry.label,
@@ -267,7 +267,7 @@ async def thread(
     current = view.current
     svg = render_svg(
         view.entry.graph.spec,
-        highlight=view.highlight,
+        highlight=current.diagram_node if current else None,
         status=current.status.value if current else None,
         visited=view.visited,
         ident="thread",

@@ -73,6 +73,32 @@ class RunView:
         return self.parking.metadata if self.parking is not None else {}
 
     @property
+    def node(self) -> str | None:
+        """The node to show the run at: where it parked or failed, else its record's."""
+        if self.parking is not None:
+            return self.parking.node_id
+        if self.failure is not None:
+            return self.failure.node_id
+        return self.record.node
+
+    @property
+    def diagram_node(self) -> str | list[str] | None:
+        """:attr:`node` as the diagram finds it: for a run parked inside a compiled subgraph,
+        the path to it (its interruption's ``subgraph_path``), which tells apart the child's
+        nodes from the parent's of the same id."""
+        path = self.metadata.get("subgraph_path")
+        if isinstance(path, list) and path and all(isinstance(part, str) for part in path):
+            return path
+        return self.node
+
+    @property
+    def place(self) -> str | None:
+        """:attr:`node` as pages name it: inside a compiled subgraph, the path to it
+        (``approval`` then ``review``, joined by a right-pointing angle quote)."""
+        where = self.diagram_node
+        return " \u203a ".join(where) if isinstance(where, list) else where
+
+    @property
     def deadline(self) -> datetime | None:
         """When a parked run expires (its interruption's ``expires_at``), if it does."""
         value = self.metadata.get("expires_at")

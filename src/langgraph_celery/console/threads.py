@@ -71,15 +71,8 @@ class ThreadView:
     @property
     def highlight(self) -> str | None:
         """The node to highlight: where the current run is parked, failed or running."""
-        run = self.current
-        if run is None:
-            return None
-        if run.parking is not None:
-            return run.parking.node_id
-        if run.failure is not None:
-            return run.failure.node_id
         # (a cancelled run's record: the node it stopped before, as `status` shows it)
-        return run.record.node
+        return self.current.node if self.current is not None else None
 
     @property
     def visited(self) -> set[str]:
