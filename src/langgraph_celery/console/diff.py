@@ -70,11 +70,19 @@ SHOWN_CHARS = 50_000
 
 
 def pretty_shown(value: Any, limit: int = SHOWN_CHARS) -> str:
-    """:func:`pretty`, cut after ``limit`` characters with a line that says how many more."""
-    text = pretty(value)
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n\u2026 {len(text) - limit:,} more characters (the API gives them all)"
+    """:func:`pretty`, cut after ``limit`` characters with a line that says so.  The text is
+    made only as far as it is shown: an inbox of many runs with large states would otherwise
+    format all of each (the encoder yields its text piece by piece)."""
+    encoder = json.JSONEncoder(indent=2, ensure_ascii=False)
+    parts: list[str] = []
+    size = 0
+    for part in encoder.iterencode(jsonable(value)):
+        parts.append(part)
+        size += len(part)
+        if size > limit:
+            text = _shown("".join(parts)[:limit])
+            return f"{text}\n\u2026 cut after {limit:,} characters (the API gives them all)"
+    return _shown("".join(parts))
 
 
 def pretty(value: Any) -> str:

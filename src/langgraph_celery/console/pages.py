@@ -40,6 +40,9 @@ NOTICE_COOKIE = "lgc_console_notice"
 ACTIONS = ("approve", "reject", "cancel", "retry", "fork")
 #: The most parked runs the inbox shows (the newest; the runs page lists them all).
 INBOX_LIMIT = 200
+#: The most characters of a parked run's state its inbox card shows (its thread page shows more,
+#: the API all): two hundred cards of large states would otherwise make a page of many megabytes.
+INBOX_STATE_CHARS = 10_000
 
 
 def _ago(value: datetime | None) -> str:
@@ -144,11 +147,9 @@ def _inbox_items(
         hidden = ("resume_with", "reject_with", "expires_at", "schema")
         shown = {k: v for k, v in run.metadata.items() if k not in hidden}
         saver = run.entry.saver
-        checkpoint = (
-            saver.get(run.thread_id, run.checkpoint_id)
-            if saver is not None and run.checkpoint_id
-            else None
-        )
+        checkpoint = run.checkpoint
+        if checkpoint is None and saver is not None and run.checkpoint_id:
+            checkpoint = saver.get(run.thread_id, run.checkpoint_id)
         items.append(
             {
                 "run": run,
@@ -156,7 +157,9 @@ def _inbox_items(
                 "metadata": shown,
                 "draft": pretty(suggested if isinstance(suggested, dict) else {}),
                 "reject_with": reject_update(run.metadata),
-                "state": checkpoint.values if checkpoint is not None else {},
+                "state": pretty_shown(
+                    checkpoint.values if checkpoint is not None else {}, INBOX_STATE_CHARS
+                ),
                 "svg": Markup(
                     render_svg(
                         run.entry.graph.spec,

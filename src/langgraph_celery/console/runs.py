@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -55,6 +55,8 @@ class RunView:
     checkpoint_id: str | None = None
     #: whether that checkpoint is its thread's latest (only then can the run be resumed)
     on_top: bool = True
+    #: that checkpoint, when it was read (pages show its state without reading it again)
+    checkpoint: Checkpoint | None = field(default=None, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:
@@ -174,7 +176,7 @@ def explained(entry: GraphEntry, record: RunRecord, view: CheckpointView, on_top
         failure = None
     if failure is not None:  # errors quote URLs, with their passwords
         failure = Failure(failure.node_id, failure.error_type, redact(failure.message))
-    return RunView(record, entry, parking, failure, checkpoint.checkpoint_id, on_top)
+    return RunView(record, entry, parking, failure, checkpoint.checkpoint_id, on_top, checkpoint)
 
 
 def _record(catalog: Catalog, run_id: str) -> tuple[GraphEntry, RunRecord] | None:
