@@ -79,6 +79,41 @@ def test_a_step_stores_its_delta_and_a_big_state_is_not_stored_again(
         assert sizes[0] > 50_000 and max(sizes[1:]) < 2_000
 
 
+def test_what_a_run_hands_its_caller_never_changes_a_stored_state(
+    saver: BaseCheckpointSaver,
+) -> None:
+    # A run on a thread starts from the saver's cached state; what it hands its caller (invoke's
+    # result, streamed states) is the caller's own: changing it, a key the run left alone as
+    # well as one it changed, changes no stored checkpoint and not the state the next run reads.
+    seen: list[tuple[str, str, int]] = []
+
+    def count(state: Any, *_: Any) -> dict[str, Any]:
+        seen.append(
+            (state["profile"]["name"], state["messages"][0]["content"], len(state["messages"]))
+        )
+        return {"count": state.value("count", 0) + 1}
+
+    graph = StateGraph({"messages": Channels.appender(), "profile": Channel(), "count": Channel()})
+    graph.add_node("count", count).add_edge(START, "count").add_edge("count", END)
+    app = graph.compile(CompileConfig(checkpoint_saver=saver))
+    first = [{"content": "m0"}, {"content": "m1"}]
+    app.invoke({"messages": first, "profile": {"name": "kept"}}, CFG)
+    handed = [app.invoke(None, CFG), app.invoke({"messages": [{"content": "m2"}]}, CFG)]
+    handed += [output.state for output in app.stream(None, CFG)]
+    for state in handed:
+        state["profile"]["name"] = "changed"
+        state["messages"][0]["content"] = "changed"
+        state["messages"].append({"content": "intruder"})
+    expected = [*first, {"content": "m2"}]
+    for snapshot in app.get_state_history(CFG):
+        values = snapshot.values
+        assert values.get("profile", {"name": "kept"}) == {"name": "kept"}
+        assert values.get("messages", []) == expected[: len(values.get("messages", []))]
+    seen.clear()
+    assert app.invoke(None, CFG)["count"] == 5
+    assert seen == [("kept", "m0", 3)]
+
+
 def test_a_chain_whose_budget_is_spent_starts_again_with_a_whole_value() -> None:
     saver = MemorySaver()
     graph = StateGraph({"doc": Channels.appender()})

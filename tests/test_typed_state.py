@@ -28,6 +28,7 @@ from langgraph_celery import (
     StateGraph,
 )
 from langgraph_celery.checkpoint import BaseCheckpointSaver, MemorySaver
+from langgraph_celery.graph._typed import typed_schema
 from langgraph_celery.serde import JsonSerializer
 
 # -- schemas (at module level: their annotations are resolved in this module) --------------------
@@ -155,6 +156,22 @@ def test_a_dataclass_s_defaults_are_the_keys_defaults() -> None:
 def test_a_dataclass_s_updates_are_not_validated() -> None:
     state = single(ChatData, lambda s: {"count": "many", "topic": 3}).compile().invoke({})
     assert state["count"] == "many" and state["topic"] == 3
+
+
+def test_an_update_nothing_validates_is_checked_without_a_copy() -> None:
+    # (a TypedDict's or a dataclass's fields have no validators: the keys are checked, the
+    # update is not copied; a pydantic model's update is a copy holding the validated values)
+    for schema in (ChatDict, ChatData):
+        typed = typed_schema(schema)
+        update = {"messages": ["m"], "topic": "t"}
+        assert typed.check_update("node", update, typed.channels) is update
+        assert typed.check_write("the input", update, typed.channels) is update
+        with pytest.raises(InvalidUpdateError, match="wrote key 'extra'"):
+            typed.check_update("node", {"extra": 1}, typed.channels)
+    model = typed_schema(ChatModel)
+    update = {"count": "5"}
+    checked = model.check_update("node", update, model.channels)
+    assert checked == {"count": 5} and checked is not update and update == {"count": "5"}
 
 
 def test_a_dataclass_refuses_a_key_that_is_not_a_field() -> None:

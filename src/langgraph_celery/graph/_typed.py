@@ -122,7 +122,8 @@ class TypedSchema:
         self, writer: str, update: Mapping[str, Any], schema: Mapping[str, Channel]
     ) -> dict[str, Any]:
         """What ``writer`` (a node, ``"the input"``, ...) writes, checked as a node's update is;
-        every bad field is named in one :class:`InvalidUpdateError`."""
+        every bad field is named in one :class:`InvalidUpdateError`.  A copy with the values as
+        validated when a field has a validator; else ``update`` itself (a dict: not copied)."""
         unknown = [key for key in update if key not in self.keys]
         if unknown:
             wrote = (
@@ -135,9 +136,9 @@ class TypedSchema:
                 f"({', '.join(sorted(self.keys))}); add the field to {self.name} or write one "
                 "of its fields"
             )
+        if not self.validators:  # (nothing converts a value: the update as it is)
+            return update if isinstance(update, dict) else dict(update)
         checked = dict(update)
-        if not self.validators:
-            return checked
         problems: dict[str, str] = {}
         for key, new in update.items():
             if new is MARK_FOR_REMOVAL:

@@ -194,8 +194,7 @@ class Carrier:
             with client.pipeline() as pipe:
                 if claims:
                     assert carried is not None and sending is not None
-                    claim = _SENDING + carried.checkpoint.checkpoint_id
-                    pipe.set(claim, "1", nx=True, ex=max(1, int(sending)))
+                    self._claim(pipe, carried.checkpoint.checkpoint_id, sending)
                 pipe.delete(sign)
                 pipe.get(_CANCEL + own.run_id)
                 pipe.delete(_KEY + own_id)
@@ -266,7 +265,7 @@ class Carrier:
             return True
         with client.pipeline() as pipe:
             if sending is not None:
-                pipe.set(_SENDING + checkpoint_id, "1", nx=True, ex=max(1, int(sending)))
+                self._claim(pipe, checkpoint_id, sending)
             pipe.set(key, value, ex=self._expires())
             if forget is not None:
                 pipe.delete(_KEY + forget, _STORED + forget)
@@ -274,6 +273,13 @@ class Carrier:
                 pipe.publish(*announce(value))
             done = pipe.execute()
         return sending is None or bool(done[0])
+
+    @staticmethod
+    def _claim(pipe: Any, checkpoint_id: str, sending: float) -> None:
+        """Queue on the Redis pipeline ``pipe`` the taking of the right to send
+        ``checkpoint_id``'s tasks for ``sending`` seconds (at least one): a SET NX, whose reply
+        is whether this call took it (see :meth:`put`)."""
+        pipe.set(_SENDING + checkpoint_id, "1", nx=True, ex=max(1, int(sending)))
 
     def _expires(self) -> int | None:
         expires = int(getattr(self.app.backend, "expires", 0) or 0)
