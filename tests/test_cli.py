@@ -225,6 +225,18 @@ def test_an_empty_thread_id_is_refused(command: str, db: str) -> None:
     assert "a thread id cannot be empty" in result.stderr
 
 
+@pytest.mark.parametrize("command", ["run", "resume", "state", "history", "prune"])
+def test_a_thread_id_longer_than_the_store_keeps_is_a_usage_error(command: str, db: str) -> None:
+    # (SPEC §8: ids are at most 255 characters; on the command line that is a usage error,
+    # exit 2, like an empty one, not a failure of the command, exit 1)
+    words = ["--keep-last", "1"] if command == "prune" else []
+    result = cli(command, "cli_graphs:checkpointed", "--thread", "t" * 256, "--db", db, *words)
+    assert result.returncode == 2 and result.stdout == "", result
+    assert "the thread id is 256 characters long; ids have at most 255" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not Path(db.removeprefix("sqlite:///")).exists()  # (nothing was stored)
+
+
 @pytest.mark.parametrize(
     ("target", "message"),
     [

@@ -319,6 +319,22 @@ def test_a_parked_celery_run_pruned_is_found_followed_and_resumed(
     assert streamed and streamed[-1].state.value("log") == ["a", "b", "c", "d"]
 
 
+def test_waiting_on_a_run_whose_thread_was_deleted_says_so(
+    saver: BaseCheckpointSaver, worker_of: Any
+) -> None:
+    graph = chain(saver, "ab", executor=celery_executor(), graph_id="deleted-wait")
+    worker_of(graph)
+    thread = f"deleted-{uuid.uuid4().hex[:8]}"
+    handle = graph.start({}, RunnableConfig(thread_id=thread))
+    assert handle.wait(timeout=30).as_state_data()["log"] == ["a", "b"]
+
+    assert saver.delete_thread(thread) > 0
+
+    # (a clear error, not a bare AssertionError from deep inside the client)
+    with pytest.raises(GraphStateError, match=f"thread '{thread}' was released or deleted"):
+        handle.wait(timeout=5)
+
+
 # -- the reaper's checkpoint_ttl ------------------------------------------------------------------
 
 
@@ -398,12 +414,19 @@ def test_a_saver_that_cannot_find_completed_threads_is_named_in_the_log(
     assert "_NoExpiry does not implement RunIndex.completed_runs" in caplog.text
 
 
-@pytest.mark.parametrize("ttl", [0, -5, float("nan")])
-def test_checkpoint_ttl_is_positive_seconds(ttl: float) -> None:
+@pytest.mark.parametrize(
+    "ttl", [0, -5, float("nan"), float("inf"), timedelta(0), timedelta(days=-1), True, "3600"]
+)
+def test_checkpoint_ttl_is_positive_seconds(ttl: Any) -> None:
     with pytest.raises(ValueError, match="checkpoint_ttl"):
         celery_executor(checkpoint_ttl=ttl)
     assert celery_executor(checkpoint_ttl=2).checkpoint_ttl == 2.0
     assert celery_executor().checkpoint_ttl is None
+
+
+def test_checkpoint_ttl_takes_a_timedelta() -> None:
+    # (as RetryPolicy's durations do: seconds or a timedelta, not a TypeError from a comparison)
+    assert celery_executor(checkpoint_ttl=timedelta(days=7)).checkpoint_ttl == 7 * 86400.0
 
 
 # -- child threads of compiled subgraphs -----------------------------------------------------------

@@ -8,6 +8,7 @@ import argparse
 from typing import Any
 
 from langgraph_celery._json_text import MAX_JSON_DEPTH, JsonTextError, read_json
+from langgraph_celery.graph.config import check_id
 from langgraph_celery.graph.draw import CONTROL_CHARACTERS
 
 __all__ = ["MAX_JSON_DEPTH", "UsageError", "json_object", "one_line", "thread_id"]
@@ -38,11 +39,15 @@ def json_object(flag: str, text: str | None) -> dict[str, Any] | None:
 
 
 def thread_id(text: str) -> str:
-    """``--thread``'s value (an argparse type): a thread id is not empty."""
+    """``--thread``'s value (an argparse type): a thread id is not empty, nor longer than the
+    store keeps (refused here, exit code 2, as the library refuses it before storing)."""
     if not text:
         raise argparse.ArgumentTypeError(
             "a thread id cannot be empty: name the thread, or leave --thread out for a new one"
         )
+    too_long = check_id("the thread id", text)
+    if too_long:
+        raise argparse.ArgumentTypeError(f"{too_long}; give a shorter one")
     return text
 
 

@@ -322,7 +322,8 @@ class Follower:
     ) -> list[NodeOutput]:
         engine = self.runtime.engine
         checkpoint = status.checkpoint
-        assert checkpoint is not None
+        if checkpoint is None:  # (a handle's run whose thread is gone: nothing to settle)
+            raise GraphStateError(f"thread {config.thread_id!r} was released or deleted")
         if status.status is RunStatus.PARKED:
             assert status.parking is not None
             outcome.value, outcome.done = engine.interruption(checkpoint, status.parking), True

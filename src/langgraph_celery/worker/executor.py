@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from celery.app.defaults import DEFAULTS
@@ -56,6 +58,24 @@ def _apply_safe_settings(app: Any) -> None:
         conf[key] = value
 
 
+def _ttl_seconds(ttl: object) -> float | None:
+    """``checkpoint_ttl`` in seconds: ``None``, or positive seconds (a number or a
+    ``timedelta``); anything else is refused, naming the option."""
+    if ttl is None:
+        return None
+    seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else ttl
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not 0 < seconds < math.inf
+    ):
+        raise ValueError(
+            f"checkpoint_ttl={ttl!r}: give the seconds a completed thread is kept after its "
+            "last checkpoint (a positive number or a timedelta), or None to keep threads"
+        )
+    return float(seconds)
+
+
 class CeleryExecutor:
     """Runs every node of the graphs compiled with it as a Celery task on ``app``'s workers.
 
@@ -65,9 +85,10 @@ class CeleryExecutor:
     other task (see ``worker/routing.py``). ``reap_interval`` and ``stalled_after`` (seconds)
     drive the beat job that re-dispatches runs whose pending step has no live task;
     ``interrupt_timeout`` gives parked runs a deadline, ``node_timeout`` every node a time limit
-    (``add_node(..., timeout=)`` overrides it).  With ``checkpoint_ttl`` (seconds), the same beat
-    job deletes each thread of the executor's graphs whose run completed and whose last
-    checkpoint is older than that (``saver.delete_thread``; see ``beat/reaper.py``).
+    (``add_node(..., timeout=)`` overrides it).  With ``checkpoint_ttl`` (seconds, or a
+    ``timedelta``), the same beat job deletes each thread of the executor's graphs whose run
+    completed and whose last checkpoint is older than that (``saver.delete_thread``; see
+    ``beat/reaper.py``).
 
     Two steps are added to the consumer of ``app``'s workers, each of which a keyword turns off
     (for an app whose consumer is patched otherwise, or to see Celery's own behaviour):
@@ -97,7 +118,7 @@ class CeleryExecutor:
         interrupt_timeout: float | None = None,
         node_timeout: float | None = None,
         *,
-        checkpoint_ttl: float | None = None,
+        checkpoint_ttl: float | timedelta | None = None,
         guard_task_messages: bool = True,
         survive_broker_loss: bool = True,
     ) -> None:
@@ -112,11 +133,7 @@ class CeleryExecutor:
             raise ValueError("interrupt_timeout must be positive seconds (or None: no deadline)")
         if node_timeout is not None and not node_timeout > 0:
             raise ValueError("node_timeout must be positive seconds (or None: no time limit)")
-        if checkpoint_ttl is not None and not checkpoint_ttl > 0:
-            raise ValueError(
-                f"checkpoint_ttl={checkpoint_ttl!r}: give the seconds a completed thread is kept "
-                "after its last checkpoint (a positive number), or None to keep threads"
-            )
+        ttl_seconds = _ttl_seconds(checkpoint_ttl)
         self.app = app
         self.routes = dict(routes or {})
         self._graph_nodes: dict[str, tuple[str, ...]] = {}  # the graphs compiled with it
@@ -124,7 +141,7 @@ class CeleryExecutor:
         self.stalled_after = float(stalled_after)
         self.interrupt_timeout = interrupt_timeout
         self.node_timeout = node_timeout
-        self.checkpoint_ttl = None if checkpoint_ttl is None else float(checkpoint_ttl)
+        self.checkpoint_ttl = ttl_seconds
         self.notifier = Notifier(app)
         _apply_safe_settings(app)
         if guard_task_messages:  # malformed messages never stop a worker
