@@ -331,3 +331,25 @@ def test_every_page_renders(client: TestClient, graphs: Graphs) -> None:
     assert 'class="node current status-parked" data-node="approve"' in thread_page.text
     assert client.get("/").headers.get("location") is None  # followed to the inbox
     assert client.get("/threads/no-such-thread").status_code == 404
+
+
+def test_a_parked_run_whose_state_was_updated_keeps_its_interruption(
+    client: TestClient, graphs: Graphs
+) -> None:
+    """``update_state`` on a parked run (a person edits the state before deciding) leaves it
+    parked for the same reason, metadata and Approve form; the resume then completes it."""
+    run_id, thread = park(graphs.letters, {"name": "Upd"})
+    before = client.get(f"/api/runs/{run_id}").json()["interruption"]
+    assert before["reason"] == "approve the letter?"
+    config = RunnableConfig(thread_id=thread)
+    graphs.letters.update_state(config, {"note": "edited"})
+    graphs.letters.update_state(config, {"note": "edited again"})
+    run = client.get(f"/api/runs/{run_id}").json()
+    assert run["status"] == "parked"
+    assert run["interruption"] == before
+    inbox = client.get("/inbox").text
+    assert "approve the letter?" in inbox and "send to Upd?" in inbox
+    reply = client.post(f"/api/runs/{run_id}/approve", json={"update": {"approved": True}})
+    assert reply.status_code == 200, reply.text
+    wait_status(graphs, run_id, RunStatus.COMPLETED)
+    assert state(graphs, thread)["note_seen"] == "edited again"

@@ -201,6 +201,7 @@ class Engine(Stepping):
             latest = await self.io(self.saver.get, base.thread_id)
         same_run = _loop.same_run(base, latest, config.checkpoint_id)
         extra = dict(base.extra)
+        extra.pop(Extra.PARKED, None)  # (resumed: no longer parked)
         extra.pop(Extra.COMPLETION_PENDING, None)
         extra.pop(Extra.STEPS, None)  # a new invocation
         extra[Extra.RESUMED] = resumed
@@ -222,6 +223,22 @@ class Engine(Stepping):
             base_writes = await self.io(self.saver.get_writes, base.thread_id, base.checkpoint_id)
         await self.io(self.carry_writes, base_writes, checkpoint)
         return checkpoint
+
+    async def parked_at(self, checkpoint: Checkpoint) -> dict[str, Any] | None:
+        """The interruption of the run parked at ``checkpoint`` (its ``INTERRUPT`` mark, or
+        what an ``update_state`` checkpoint carries of it), for an ``update_state`` checkpoint
+        written on it to carry on; ``None`` if the run is not parked there."""
+        if checkpoint.kind is CheckpointKind.UPDATE:
+            parked = checkpoint.extra.get(Extra.PARKED) if checkpoint.extra else None
+            return dict(parked) if isinstance(parked, Mapping) else None
+        assert self.saver is not None
+        writes = await self.io(
+            self.saver.get_writes, checkpoint.thread_id, checkpoint.checkpoint_id
+        )
+        marks = _marks.StepMarks.of(writes)
+        if marks.parking is None or marks.cancelled:
+            return None
+        return marks.parking.shown()
 
     def checked(self, values: Mapping[str, Any], writer: str) -> Mapping[str, Any]:
         """``values`` a run's input, a resume or ``update_state`` writes, checked against a
@@ -265,7 +282,8 @@ class Engine(Stepping):
         written = self.checked(values or {}, "update_state's values")
         apply_update(self.spec.schema, merged, written, "update_state's values", ops)
         tasks = base.tasks if base is not None else ()
-        extra = {k: v for k, v in (base.extra if base else {}).items() if k != Extra.RESUMED}
+        dropped = (Extra.RESUMED, Extra.PARKED)
+        extra = {k: v for k, v in (base.extra if base else {}).items() if k not in dropped}
         if as_node is not None:
             routed = config._for_runtime(graph_id=self.graph_id)
             barriers = extra.get(Extra.BARRIERS, {})
@@ -275,6 +293,10 @@ class Engine(Stepping):
             tasks = tuple(next_tasks)
             extra = {Extra.BARRIERS: barriers} if barriers else {}
         same_run = base is not None and _loop.same_run(base, latest, config.checkpoint_id)
+        if base is not None and same_run:
+            parked = await self.parked_at(base)
+            if parked is not None:
+                extra[Extra.PARKED] = parked
         return await self.save(
             Checkpoint(
                 thread_id=thread_id,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -133,6 +133,10 @@ def status_of(checkpoint: Checkpoint | None, marks: StepMarks) -> Status:
         return Status(RunStatus.CANCELLED, checkpoint)
     if checkpoint.kind is CheckpointKind.UPDATE:
         # stored by update_state: nothing was dispatched from it, the run waits for a resume
+        # (parked still for the interruption it carries, when it was written on one)
+        parked = checkpoint.extra.get(Extra.PARKED) if checkpoint.extra else None
+        if isinstance(parked, Mapping):
+            return Status(RunStatus.PARKED, checkpoint, parking=Parking.from_data(parked))
         node = checkpoint.next[0] if checkpoint.next else (checkpoint.node or "")
         return Status(RunStatus.PARKED, checkpoint, parking=Parking(node))
     return Status(RunStatus.RUNNING, checkpoint)

@@ -64,6 +64,10 @@ class Extra:
     #: (a compiled subgraph's child run) the run id of the parent run it belongs to, carried
     #: by each of its checkpoints
     PARENT: Final = "parent_run"
+    #: (a checkpoint ``update_state`` wrote on a parked run, which stays parked) the run's
+    #: interruption as its ``INTERRUPT`` mark names it (node, reason, metadata; not a child
+    #: run's state), so that the run is still shown parked for that reason and deadline
+    PARKED: Final = "parked"
 
 
 class Mark:
@@ -126,6 +130,10 @@ class Parking:
             dict(data.get("metadata") or {}),
             dict(state) if isinstance(state, Mapping) else None,
         )
+
+    def shown(self) -> dict[str, Any]:
+        """What an ``update_state`` checkpoint carries of it (:attr:`Extra.PARKED`)."""
+        return {"node_id": self.node_id, "reason": self.reason, "metadata": dict(self.metadata)}
 
     def to_data(self, parked_at: datetime) -> dict[str, Any]:
         """What the run's ``INTERRUPT`` mark stores."""
