@@ -258,9 +258,11 @@ class BaseCheckpointSaver(abc.ABC):
 
         :meth:`release` deletes the same things but reads and returns every checkpoint (what
         ``CompileConfig(release_thread=True)`` hands back); this reads none.  Checkpoints stored
-        while it runs may stay.  A run still running on the thread is not stopped: its next
-        task finds its checkpoint gone and is dropped, so cancel it first.  The default calls
-        :meth:`release`; savers override it to skip the reading.
+        while it runs may stay.  A run still running on the thread is not stopped: a step in
+        flight stores its checkpoint when it finishes and the run goes on from there, writing
+        the thread again; cancel the run and wait until it stops first (the beat reaper's
+        ``checkpoint_ttl`` deletes completed threads only).  The default calls :meth:`release`;
+        savers override it to skip the reading.
         """
         return len(self.release(thread_id))
 
