@@ -332,10 +332,14 @@ def test_status_of_a_run_a_later_run_went_on_from_offers_a_fork_not_a_resume(db:
     first = run_id_in(ok(cli("run", target, "--thread", "twice", "--db", db)))
     second = run_id_in(ok(cli("run", target, "--thread", "twice", "--db", db)))
     shown = ok(cli("status", "cli_runs_graphs", first, "--db", db))
-    assert f"run {second} went on on thread twice after it: `resume` continues that" in shown
+    assert f"run {second} went on on thread twice after it: `resume` continues that one;" in shown
     assert "fork this run's last checkpoint (" in shown
     assert "resume it with" not in shown
     assert "resume it with" in ok(cli("status", "cli_runs_graphs", second, "--db", db))
+    ok(cli("resume", target, "--thread", "twice", "--update", '{"approved": true}', "--db", db))
+    ended = ok(cli("status", "cli_runs_graphs", first, "--db", db))
+    assert f"run {second} went on on thread twice after it and ended;" in ended
+    assert "`resume`" not in ended and "fork this run's last checkpoint (" in ended
 
 
 def test_cancel_cancels_a_parked_run_and_refuses_a_completed_one(db: str) -> None:

@@ -47,6 +47,7 @@ from langgraph_celery._cli_run_view import (
     thread_run,
 )
 from langgraph_celery.checkpoint.index import RunIndex, RunRecord, RunStatus
+from langgraph_celery.graph._marks import has_pending
 
 if TYPE_CHECKING:
     from langgraph_celery.checkpoint.base import BaseCheckpointSaver, CheckpointView
@@ -70,10 +71,11 @@ def _hints(run: RunView, target: str, graph: CompiledGraph, env: list[str]) -> l
         return ["cancel it with:", f"  {_command('cancel', target, run.run_id, *env)}"]
     behind = _left_behind(run, graph) if run.status is not RunStatus.COMPLETED else None
     if behind is not None:
-        later, checkpoint_id = behind
+        later, checkpoint_id, pending = behind
+        went_on = f"run {later} went on on thread {run.thread_id} after it"
         return [
-            f"run {later} went on on thread {run.thread_id} after it: `resume` continues that",
-            f"one; fork this run's last checkpoint ({checkpoint_id}) to go on from it (the",
+            f"{went_on}: `resume` continues that one;" if pending else f"{went_on} and ended;",
+            f"fork this run's last checkpoint ({checkpoint_id}) to go on from it (the",
             "console's Fork, or RunnableConfig(thread_id=..., checkpoint_id=...))",
         ]
     if run.status is RunStatus.PARKED:
@@ -86,15 +88,18 @@ def _hints(run: RunView, target: str, graph: CompiledGraph, env: list[str]) -> l
     return []
 
 
-def _left_behind(run: RunView, graph: CompiledGraph) -> tuple[str, str] | None:
-    """When a later run went on on ``run``'s thread: that run's id, and ``run``'s own latest
-    checkpoint (what a fork goes on from)."""
+def _left_behind(run: RunView, graph: CompiledGraph) -> tuple[str, str, bool] | None:
+    """When a later run went on on ``run``'s thread: that run's id, ``run``'s own latest
+    checkpoint (what a fork goes on from), and whether the later run has steps pending (a
+    resume continues it)."""
     saver = graph.checkpoint_saver
     latest = saver.get(run.thread_id) if saver is not None else None
     if saver is None or latest is None or latest.run_id == run.run_id:
         return None
     own = next((c for c in saver.list(run.thread_id) if c.run_id == run.run_id), None)
-    return (latest.run_id, own.checkpoint_id) if own is not None else None
+    if own is None:
+        return None
+    return latest.run_id, own.checkpoint_id, has_pending(latest)
 
 
 def _command(command: str, *words: str) -> str:
