@@ -159,6 +159,9 @@ def test_run_and_resume_print_the_run_id_first_and_state_shows_the_run(db: str) 
 def test_a_graph_without_a_saver_names_no_run() -> None:
     out = ok(cli("run", "cli_graphs:arithmetic", "--input", '{"n": 1}'))
     assert "run: " not in out and out.startswith("__START__: ")
+    kept = cli("run", "cli_graphs:arithmetic", "--input", '{"n": 1}', "--thread", "t-1")
+    assert kept.returncode == 0 and kept.stdout.startswith("__START__: ")
+    assert "has no checkpoint saver, so thread 't-1' is not kept" in kept.stderr
 
 
 # -- runs, status and cancel on the in-memory broker --------------------------------------------

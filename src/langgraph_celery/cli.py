@@ -218,7 +218,15 @@ def _check_celery_urls(args: argparse.Namespace) -> None:
 
 
 def _thread_for(graph: CompiledGraph, given: str | None, out: IO[str]) -> str | None:
-    if given is not None or graph.checkpoint_saver is None:
+    if graph.checkpoint_saver is None:
+        if given is not None:  # (a graph without a saver keeps no thread: say so, not silently)
+            print(
+                f"note: the graph has no checkpoint saver, so thread {given!r} is not kept: "
+                "compile it with CompileConfig(checkpoint_saver=...) to keep its runs",
+                file=sys.stderr,
+            )
+        return given
+    if given is not None:
         return given
     thread_id = f"thread-{uuid.uuid4().hex[:12]}"
     print(f"thread: {thread_id}", file=out)
