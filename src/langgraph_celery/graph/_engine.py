@@ -148,10 +148,7 @@ class Engine(Stepping):
         if base is None:
             raise GraphStateError(f"thread {thread_id!r} has no checkpoint to resume")
         if not _marks.has_pending(base):
-            raise GraphStateError(
-                f"thread {thread_id!r} has nothing pending to resume (its last run completed); "
-                "start a new run with GraphInput.args(...)"
-            )
+            raise _loop.nothing_to_resume(thread_id)
         if config.checkpoint_id is not None:
             latest = await self.io(self.saver.get, thread_id)
             if latest is not None and latest.checkpoint_id != base.checkpoint_id:

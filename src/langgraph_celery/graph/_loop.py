@@ -32,7 +32,7 @@ from langgraph_celery.checkpoint.base import (
     WriteKind,
 )
 from langgraph_celery.checkpoint.index import RunStatus
-from langgraph_celery.errors import GraphError, GraphRecursionError
+from langgraph_celery.errors import GraphError, GraphRecursionError, GraphStateError
 from langgraph_celery.graph._marks import (
     Extra,
     Failure,
@@ -193,6 +193,14 @@ def recursion_error(limit: int, next_nodes: Sequence[str]) -> GraphRecursionErro
         f"the run reached its recursion limit of {limit} supersteps without completing "
         f"(next: {', '.join(next_nodes)}); raise recursion_limit in RunnableConfig or "
         "CompileConfig if the graph really needs more"
+    )
+
+
+def nothing_to_resume(thread_id: str) -> GraphStateError:
+    """A resume of a thread whose last run completed (in process and on Celery alike)."""
+    return GraphStateError(
+        f"thread {thread_id!r} has nothing pending to resume (its last run completed); start "
+        "a new run: GraphInput.args(...), or the command line's `run`"
     )
 
 

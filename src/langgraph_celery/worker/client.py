@@ -74,10 +74,7 @@ class CelerySource(Follower):
                 and not _marks.has_pending(latest)
             ):
                 _claims.release(runtime, latest, claim)
-                raise GraphStateError(
-                    f"thread {thread_id!r} has nothing pending to resume (its last run "
-                    "completed); start a new run with GraphInput.args(...)"
-                )
+                raise _loop.nothing_to_resume(thread_id)
             # The run's first checkpoint is stored with the reaper's stall timer of its run, both
             # or neither: a run is never stored unwatched.
             continues = (
