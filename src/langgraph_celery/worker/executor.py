@@ -58,22 +58,42 @@ def _apply_safe_settings(app: Any) -> None:
         conf[key] = value
 
 
-def _ttl_seconds(ttl: object) -> float | None:
-    """``checkpoint_ttl`` in seconds: ``None``, or positive seconds (a number or a
-    ``timedelta``); anything else is refused, naming the option."""
-    if ttl is None:
+#: What each of the executor's durations is, and what ``None`` means where it is allowed.
+_DURATIONS = {
+    "reap_interval": ("the seconds between the beat reaper's passes", None),
+    "stalled_after": ("the seconds after which a run's pending step counts as stalled", None),
+    "interrupt_timeout": ("the seconds a parked run waits", "None: no deadline"),
+    "node_timeout": ("the seconds a node may run", "None: no time limit"),
+    "checkpoint_ttl": (
+        "the seconds a completed thread is kept after its last checkpoint",
+        "None to keep threads",
+    ),
+}
+
+
+def _seconds(option: str, value: object) -> float | None:
+    """The executor's duration ``option`` in seconds: positive seconds (a number or a
+    ``timedelta``, as ``RetryPolicy``'s), or ``None`` where that is allowed; anything else is
+    refused, naming the option."""
+    what, none = _DURATIONS[option]
+    if value is None and none is not None:
         return None
-    seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else ttl
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
     if (
         isinstance(seconds, bool)
         or not isinstance(seconds, int | float)
         or not 0 < seconds < math.inf
     ):
+        alternative = f", or {none}" if none else ""
         raise ValueError(
-            f"checkpoint_ttl={ttl!r}: give the seconds a completed thread is kept after its "
-            "last checkpoint (a positive number or a timedelta), or None to keep threads"
+            f"{option}={value!r}: give {what} (a positive number or a timedelta){alternative}"
         )
     return float(seconds)
+
+
+def _required(seconds: float | None) -> float:
+    assert seconds is not None  # (refused by _seconds: the option does not take None)
+    return seconds
 
 
 class CeleryExecutor:
@@ -113,10 +133,10 @@ class CeleryExecutor:
         self,
         app: Any,
         routes: Mapping[str, str] | None = None,
-        reap_interval: float = 30.0,
-        stalled_after: float = 120.0,
-        interrupt_timeout: float | None = None,
-        node_timeout: float | None = None,
+        reap_interval: float | timedelta = 30.0,
+        stalled_after: float | timedelta = 120.0,
+        interrupt_timeout: float | timedelta | None = None,
+        node_timeout: float | timedelta | None = None,
         *,
         checkpoint_ttl: float | timedelta | None = None,
         guard_task_messages: bool = True,
@@ -127,21 +147,22 @@ class CeleryExecutor:
         for node, queue in (routes or {}).items():
             if not isinstance(node, str) or not isinstance(queue, str) or not queue:
                 raise TypeError(f"routes map node ids to queue names, got {node!r}: {queue!r}")
-        if reap_interval <= 0 or stalled_after <= 0:
-            raise ValueError("reap_interval and stalled_after must be positive seconds")
-        if interrupt_timeout is not None and interrupt_timeout <= 0:
-            raise ValueError("interrupt_timeout must be positive seconds (or None: no deadline)")
-        if node_timeout is not None and not node_timeout > 0:
-            raise ValueError("node_timeout must be positive seconds (or None: no time limit)")
-        ttl_seconds = _ttl_seconds(checkpoint_ttl)
+        given = {
+            "reap_interval": reap_interval,
+            "stalled_after": stalled_after,
+            "interrupt_timeout": interrupt_timeout,
+            "node_timeout": node_timeout,
+            "checkpoint_ttl": checkpoint_ttl,
+        }
+        seconds = {option: _seconds(option, value) for option, value in given.items()}
         self.app = app
         self.routes = dict(routes or {})
         self._graph_nodes: dict[str, tuple[str, ...]] = {}  # the graphs compiled with it
-        self.reap_interval = float(reap_interval)
-        self.stalled_after = float(stalled_after)
-        self.interrupt_timeout = interrupt_timeout
-        self.node_timeout = node_timeout
-        self.checkpoint_ttl = ttl_seconds
+        self.reap_interval = _required(seconds["reap_interval"])
+        self.stalled_after = _required(seconds["stalled_after"])
+        self.interrupt_timeout = seconds["interrupt_timeout"]
+        self.node_timeout = seconds["node_timeout"]
+        self.checkpoint_ttl = seconds["checkpoint_ttl"]
         self.notifier = Notifier(app)
         _apply_safe_settings(app)
         if guard_task_messages:  # malformed messages never stop a worker
