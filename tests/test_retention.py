@@ -435,7 +435,7 @@ def test_checkpoint_ttl_takes_a_timedelta() -> None:
 def test_every_duration_of_the_executor_takes_seconds_or_a_timedelta(option: str) -> None:
     assert getattr(celery_executor(**{option: timedelta(minutes=2)}), option) == 120.0
     assert getattr(celery_executor(**{option: 5}), option) == 5.0
-    for bad in (0, -1, float("nan"), float("inf"), timedelta(0), True, "60"):
+    for bad in (0, -1, float("nan"), float("inf"), timedelta(0), True, "60", 1e12):
         with pytest.raises(ValueError, match=rf"^{option}=.*a positive number or a timedelta"):
             celery_executor(**{option: bad})
     if option in ("interrupt_timeout", "node_timeout"):

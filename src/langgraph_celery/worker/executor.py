@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -71,6 +70,11 @@ _DURATIONS = {
 }
 
 
+#: The longest duration taken (a hundred years): a deadline or an age further away than that
+#: would overflow the dates the reaper computes from it.
+_MOST_SECONDS = 100 * 365.25 * 86400
+
+
 def _seconds(option: str, value: object) -> float | None:
     """The executor's duration ``option`` in seconds: positive seconds (a number or a
     ``timedelta``, as ``RetryPolicy``'s), or ``None`` where that is allowed; anything else is
@@ -82,11 +86,12 @@ def _seconds(option: str, value: object) -> float | None:
     if (
         isinstance(seconds, bool)
         or not isinstance(seconds, int | float)
-        or not 0 < seconds < math.inf
+        or not 0 < seconds <= _MOST_SECONDS
     ):
         alternative = f", or {none}" if none else ""
         raise ValueError(
-            f"{option}={value!r}: give {what} (a positive number or a timedelta){alternative}"
+            f"{option}={value!r}: give {what} (a positive number or a timedelta, of at most "
+            f"a hundred years){alternative}"
         )
     return float(seconds)
 
