@@ -69,14 +69,17 @@ def compact(value: Any) -> str:
 SHOWN_CHARS = 50_000
 
 
+#: How pages indent JSON (:func:`pretty`, :func:`pretty_shown`).
+_PRETTY = json.JSONEncoder(indent=2, ensure_ascii=False)
+
+
 def pretty_shown(value: Any, limit: int = SHOWN_CHARS) -> str:
     """:func:`pretty`, cut after ``limit`` characters with a line that says so.  The text is
     made only as far as it is shown: an inbox of many runs with large states would otherwise
     format all of each (the encoder yields its text piece by piece)."""
-    encoder = json.JSONEncoder(indent=2, ensure_ascii=False)
     parts: list[str] = []
     size = 0
-    for part in encoder.iterencode(jsonable(value)):
+    for part in _PRETTY.iterencode(jsonable(value)):
         parts.append(part)
         size += len(part)
         if size > limit:
@@ -87,7 +90,7 @@ def pretty_shown(value: Any, limit: int = SHOWN_CHARS) -> str:
 
 def pretty(value: Any) -> str:
     """``value`` as indented JSON text (layout controls escaped)."""
-    return _shown(json.dumps(jsonable(value), indent=2, ensure_ascii=False, sort_keys=False))
+    return _shown(_PRETTY.encode(jsonable(value)))
 
 
 @dataclass(frozen=True)

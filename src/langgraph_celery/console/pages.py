@@ -146,10 +146,7 @@ def _inbox_items(
         suggested = run.metadata.get("resume_with")
         hidden = ("resume_with", "reject_with", "expires_at", "schema")
         shown = {k: v for k, v in run.metadata.items() if k not in hidden}
-        saver = run.entry.saver
-        checkpoint = run.checkpoint
-        if checkpoint is None and saver is not None and run.checkpoint_id:
-            checkpoint = saver.get(run.thread_id, run.checkpoint_id)
+        checkpoint = run.checkpoint  # (read with the run: not again)
         items.append(
             {
                 "run": run,

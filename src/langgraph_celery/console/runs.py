@@ -51,12 +51,15 @@ class RunView:
     entry: GraphEntry
     parking: Parking | None = None
     failure: Failure | None = None
-    #: the run's latest checkpoint
-    checkpoint_id: str | None = None
+    #: the run's latest checkpoint, when it was read (pages show its state without reading it
+    #: again)
+    checkpoint: Checkpoint | None = field(default=None, repr=False, compare=False)
     #: whether that checkpoint is its thread's latest (only then can the run be resumed)
     on_top: bool = True
-    #: that checkpoint, when it was read (pages show its state without reading it again)
-    checkpoint: Checkpoint | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def checkpoint_id(self) -> str | None:
+        return self.checkpoint.checkpoint_id if self.checkpoint is not None else None
 
     @property
     def run_id(self) -> str:
@@ -176,7 +179,7 @@ def explained(entry: GraphEntry, record: RunRecord, view: CheckpointView, on_top
         failure = None
     if failure is not None:  # errors quote URLs, with their passwords
         failure = Failure(failure.node_id, failure.error_type, redact(failure.message))
-    return RunView(record, entry, parking, failure, checkpoint.checkpoint_id, on_top, checkpoint)
+    return RunView(record, entry, parking, failure, checkpoint, on_top)
 
 
 def _record(catalog: Catalog, run_id: str) -> tuple[GraphEntry, RunRecord] | None:

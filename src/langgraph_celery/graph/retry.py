@@ -24,11 +24,21 @@ __all__ = ["RetryPolicy", "delay_after"]
 RetryOn = type[BaseException] | Callable[[BaseException], bool]
 
 
-def _seconds(name: str, value: float | timedelta) -> float:
+def seconds_of(value: object) -> float | None:
+    """``value``, a number of seconds or a ``timedelta``, in seconds; ``None`` if it is neither
+    (a bool is not taken for a number).  Durations are given this way throughout (here and in
+    ``CeleryExecutor``), each checking its own range."""
     seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
-        raise ValueError(f"{name} must be a non-negative number of seconds or a timedelta")
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        return None
     return float(seconds)
+
+
+def _seconds(name: str, value: float | timedelta) -> float:
+    seconds = seconds_of(value)
+    if seconds is None or seconds < 0:
+        raise ValueError(f"{name} must be a non-negative number of seconds or a timedelta")
+    return seconds
 
 
 @dataclass(frozen=True)

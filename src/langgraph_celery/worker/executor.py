@@ -12,6 +12,7 @@ from celery.app.defaults import DEFAULTS
 from langgraph_celery.checkpoint.base import PendingTask
 from langgraph_celery.checkpoint.index import missing_for_celery
 from langgraph_celery.errors import GraphDefinitionError
+from langgraph_celery.graph.retry import seconds_of
 from langgraph_celery.worker import carry, names, routing, subgraphs, tasks
 from langgraph_celery.worker.envelope import TaskEnvelope
 from langgraph_celery.worker.guard import GuardTaskMessages, longest_countdown
@@ -82,18 +83,14 @@ def _seconds(option: str, value: object) -> float | None:
     what, none = _DURATIONS[option]
     if value is None and none is not None:
         return None
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, int | float)
-        or not 0 < seconds <= _MOST_SECONDS
-    ):
+    seconds = seconds_of(value)
+    if seconds is None or not 0 < seconds <= _MOST_SECONDS:
         alternative = f", or {none}" if none else ""
         raise ValueError(
             f"{option}={value!r}: give {what} (a positive number or a timedelta, of at most "
             f"a hundred years){alternative}"
         )
-    return float(seconds)
+    return seconds
 
 
 def _required(seconds: float | None) -> float:
