@@ -330,9 +330,40 @@ def test_waiting_on_a_run_whose_thread_was_deleted_says_so(
 
     assert saver.delete_thread(thread) > 0
 
-    # (a clear error, not a bare AssertionError from deep inside the client)
+    # (a clear error, not a bare AssertionError from deep inside the client, nor "completed"
+    # for a run nothing is known of any more)
     with pytest.raises(GraphStateError, match=f"thread '{thread}' was released or deleted"):
         handle.wait(timeout=5)
+    with pytest.raises(GraphStateError, match=f"thread '{thread}' was released or deleted"):
+        handle.status()
+
+
+def test_a_run_pruned_away_keeps_its_status_and_says_its_result_is_gone(
+    saver: BaseCheckpointSaver, worker_of: Any
+) -> None:
+    graph = chain(
+        saver, "ab", executor=celery_executor(), graph_id="pruned-run", interrupt_before=("b",)
+    )
+    worker_of(graph)
+    thread = f"pruned-{uuid.uuid4().hex[:8]}"
+    config = RunnableConfig(thread_id=thread)
+    first = graph.start({}, config)
+    assert first.wait(timeout=30).is_interruption_metadata()
+    graph.invoke(GraphInput.resume(), config)
+    assert first.status() == "completed"
+    later = graph.start(GraphInput.no_args(), config)  # parks before b again
+    assert later.wait(timeout=30).is_interruption_metadata()
+
+    saver.prune(thread, keep_last=1)  # (the first run's checkpoints are gone, its record stays)
+
+    assert not [c for c in saver.list(thread) if c.run_id == first.run_id]
+    # its own status from the run index, not the later run's "parked"
+    assert (first.status(), later.status()) == ("completed", "parked")
+    with pytest.raises(GraphStateError, match=f"run {first.run_id} completed.*pruned"):
+        first.wait(timeout=5)
+    unknown = RunHandle("0" * 32, thread, graph)
+    with pytest.raises(GraphStateError, match="no checkpoint of run 0+ and no record of it"):
+        unknown.status()
 
 
 # -- the reaper's checkpoint_ttl ------------------------------------------------------------------

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from langgraph_celery.checkpoint.base import Checkpoint
+from langgraph_celery.checkpoint.index import RunIndex
 from langgraph_celery.errors import GraphStateError
 from langgraph_celery.graph import _sync
 from langgraph_celery.graph._local import Outcome
@@ -60,13 +61,26 @@ class RunHandle:
         return self._source().latest_of_run(self.thread_id, self.run_id)
 
     def _status(self) -> Status:
-        """Where the run stands: one read when it is the thread's latest run (the usual case)."""
+        """Where the run stands: one read when it is the thread's latest run (the usual case);
+        the run index's record when ``prune`` removed all of the run's checkpoints."""
         runtime = self._source().runtime
         view = _store(lambda: runtime.saver.get_with_writes(self.thread_id))
         latest = view.checkpoint
-        if latest is None or latest.run_id == self.run_id:
+        if latest is None:
+            raise GraphStateError(f"thread {self.thread_id!r} was released or deleted")
+        if latest.run_id == self.run_id:
             return status_of(view)
-        return read_status(runtime, _store(self._latest_of_run))
+        mine = _store(self._latest_of_run)
+        if mine is not None and mine.run_id == self.run_id:
+            return read_status(runtime, mine)
+        saver = runtime.saver
+        record = _store(lambda: saver.get_run(self.run_id)) if isinstance(saver, RunIndex) else None
+        if record is None or record.thread_id != self.thread_id:
+            raise GraphStateError(
+                f"thread {self.thread_id!r} has no checkpoint of run {self.run_id} and no record "
+                "of it: check the run id (RunHandle.from_run_id finds a run's thread)"
+            )
+        return Status(record.status, None)
 
     def status(self) -> str:
         """``running``, ``parked``, ``completed``, ``failed`` or ``cancelled``."""
@@ -101,6 +115,12 @@ class RunHandle:
         try:
             while True:
                 status = self._status()
+                if status.checkpoint is None:  # (pruned away: its record tells how it ended)
+                    raise GraphStateError(
+                        f"run {self.run_id} {status.status.value}; its checkpoints were pruned, "
+                        "so its result is gone (prune(keep_last=N) keeps a thread's last N "
+                        "checkpoints)"
+                    )
                 if status.terminal:
                     outcome = Outcome()
                     config = RunnableConfig(thread_id=self.thread_id)
