@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine, inspect
 
+from langgraph_celery._cli_secrets import masked
 from langgraph_celery.checkpoint import SqlSaver
-from services import flushed_redis_db, redis_server_url, require
+from services import flushed_redis_db, fresh_postgres_database, redis_server_url, require
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -294,6 +296,36 @@ def test_commands_that_read_a_missing_sqlite_store_say_so_and_create_none(tmp_pa
         assert note in result.stderr, (args, result.stderr)
         assert result.stdout.startswith(printed), (args, result.stdout)
         assert not path.exists(), f"{args[0]} created the database it was to read"
+
+
+def test_commands_that_read_a_database_without_our_tables_say_so_and_create_none() -> None:
+    with fresh_postgres_database("lgc_cli_empty") as url:
+        shown = masked(url)
+        note = f"no tables lgc_* in {shown}: nothing is stored there, and reading creates none"
+        cases: list[tuple[tuple[str, ...], int, str]] = [
+            (("state", DEMO, "--thread", "t"), 1, ""),
+            (("history", DEMO, "--thread", "t"), 0, "[]"),
+            (("runs", DEMO), 0, f"no runs of {DEMO}"),
+            (("status", "f" * 32), 1, ""),
+            (("cancel", "f" * 32), 1, ""),
+            (("prune", DEMO, "--all", "--keep-last", "1"), 0, "no thread of graph"),
+        ]
+        for args, code, printed in cases:
+            result = cli(*args, "--db", url)
+            assert result.returncode == code, (args, result.stderr)
+            assert note in result.stderr, (args, result.stderr)
+            assert result.stdout.startswith(printed), (args, result.stdout)
+            engine = create_engine(url)
+            try:
+                assert inspect(engine).get_table_names() == [], f"{args[0]} created tables"
+            finally:
+                engine.dispose()
+        # once set up (by any process), the same commands read it
+        saver = SqlSaver(url)
+        saver.setup()
+        saver.dispose()
+        result = cli("runs", DEMO, "--db", url)
+        assert result.returncode == 0 and "no tables" not in result.stderr, result.stderr
 
 
 def test_a_store_that_fails_is_named_with_where_it_came_from(tmp_path: Path) -> None:

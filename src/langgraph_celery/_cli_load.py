@@ -14,6 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from langgraph_celery._cli_input import UsageError
+from langgraph_celery._cli_secrets import masked
 
 if TYPE_CHECKING:
     from langgraph_celery.graph.compiled import CompiledGraph
@@ -24,8 +25,7 @@ __all__ = [
     "import_module",
     "load_graph",
     "load_graphs",
-    "missing_sqlite_file",
-    "no_database",
+    "missing_store",
     "other_owner",
 ]
 
@@ -36,25 +36,33 @@ class ImportFailure(Exception):
     """The module named on the command line raised while being imported (exit code 1)."""
 
 
-def missing_sqlite_file(saver: object) -> str | None:
-    """The absolute path of the SQLite file ``saver`` (a ``SqlSaver``) would open, when no such
-    file exists; ``None`` for any other store.  The commands that only read the store (``state``,
-    ``history``, ``runs``, ``status``, ``cancel``, ``prune``) then read nothing: opening it would
-    create an empty database there, for a mistyped path as for any other."""
-    url = getattr(getattr(saver, "engine", None), "url", None)
-    if url is None or url.get_backend_name() != "sqlite":
+def missing_store(saver: object) -> str | None:
+    """What a read of ``saver`` (a ``SqlSaver``) would find missing, as a sentence, when it
+    holds nothing of ours: the SQLite file, or the saver's tables in its database; ``None`` when
+    it may hold something, and for any other saver.  The commands that only read the store
+    (``state``, ``history``, ``runs``, ``status``, ``cancel``, ``prune``) then read nothing:
+    reading would create an empty database, or the tables, for a mistyped path or URL as for
+    any other."""
+    database = sys.modules.get("langgraph_celery.checkpoint._database")
+    if database is None or not isinstance(saver, database.SqlDatabase):
+        return None  # (no SQL saver was even imported)
+    url = saver.engine.url
+    where = "(or LGC_DATABASE_URL, or in the graph's module)"
+    if url.get_backend_name() == "sqlite":
+        path = url.database or ""
+        if path in ("", ":memory:") or path.startswith("file:"):
+            return None  # (in memory, or a URI filename whose open mode SQLite decides)
+        if not os.path.exists(path):
+            return (
+                f"no SQLite database at {os.path.abspath(path)}: nothing is stored there, and "
+                f"reading creates none; check the path given with --db {where}"
+            )
+    if saver._holds_tables():
         return None
-    database = url.database or ""
-    if database in ("", ":memory:") or database.startswith("file:"):
-        return None  # (in memory, or a URI filename whose open mode SQLite decides)
-    return None if os.path.exists(database) else os.path.abspath(database)
-
-
-def no_database(path: str) -> str:
-    """What a read of a missing SQLite store says (see :func:`missing_sqlite_file`)."""
     return (
-        f"no SQLite database at {path}: nothing is stored there, and reading creates none; "
-        "check the path given with --db (or LGC_DATABASE_URL, or in the graph's module)"
+        f"no tables {saver.table_prefix}* in {masked(url.render_as_string(hide_password=False))}: "
+        f"nothing is stored there, and reading creates none; check the URL given with --db "
+        f"{where} and the saver's table_prefix"
     )
 
 

@@ -85,7 +85,7 @@ def add_prune_parser(commands: Any, target: argparse.ArgumentParser) -> None:
 
 
 def cmd_prune(args: argparse.Namespace, out: IO[str]) -> int:
-    from langgraph_celery._cli_load import load_graph, missing_sqlite_file, no_database
+    from langgraph_celery._cli_load import load_graph, missing_store
 
     graph = load_graph(args.target)
     saver = graph.checkpoint_saver
@@ -94,7 +94,7 @@ def cmd_prune(args: argparse.Namespace, out: IO[str]) -> int:
             f"{args.target} has no checkpoint saver, so it keeps no threads to prune; compile "
             "it with CompileConfig(checkpoint_saver=...)"
         )
-    stored = (missing := missing_sqlite_file(saver)) is None  # (if not, read nothing)
+    stored = (missing := missing_store(saver)) is None  # (if not, read nothing)
     if args.thread is not None:
         if stored:
             _check_owner(graph, args)
@@ -102,7 +102,7 @@ def cmd_prune(args: argparse.Namespace, out: IO[str]) -> int:
     else:
         threads = list(_threads_of(graph, saver, args, stored))
     if missing is not None:
-        print(f"note: {no_database(missing)}", file=sys.stderr)
+        print(f"note: {missing}", file=sys.stderr)
     results = []
     for thread_id in threads:
         result = saver.prune(thread_id, keep_last=args.keep_last, dry_run=args.dry_run)

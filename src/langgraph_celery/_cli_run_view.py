@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from langgraph_celery._cli_input import UsageError
-from langgraph_celery._cli_load import load_graphs, missing_sqlite_file, no_database
+from langgraph_celery._cli_load import load_graphs, missing_store
 from langgraph_celery._cli_output import ENV_VARIABLES
 from langgraph_celery._cli_secrets import Secrets, mask_urls
 from langgraph_celery.checkpoint.index import RunIndex, RunRecord, RunStatus
@@ -247,9 +247,9 @@ def find_run(target: str, run_id: str) -> FoundRun:
     for name, graph in indexed.items():
         saver = graph.checkpoint_saver
         assert saver is not None
-        path = missing_sqlite_file(saver)
-        if path is not None:  # (nothing stored there: read nothing)
-            missing.append(path)
+        gap = missing_store(saver)
+        if gap is not None:  # (nothing stored there: read nothing)
+            missing.append(gap)
             continue
         record = saver.get_run(run_id) if isinstance(saver, RunIndex) else None
         thread_id = record.thread_id if record is not None else _thread_of(saver, run_id)
@@ -262,7 +262,7 @@ def find_run(target: str, run_id: str) -> FoundRun:
         return FoundRun(*_owner(target, graphs, name, run), run)
     if missing and len(missing) == len(indexed):
         raise GraphStateError(
-            f"no run {run_id!r} in the checkpoint store of {target}; {no_database(missing[0])}"
+            f"no run {run_id!r} in the checkpoint store of {target}; {missing[0]}"
         )
     kinds = sorted({type(graph.checkpoint_saver).__name__ for graph in indexed.values()})
     where = (
@@ -298,12 +298,10 @@ def find_run_in_store(saver: SqlSaver, run_id: str) -> RunView:
     """Run ``run_id`` in ``saver``, the store ``--db`` (or ``LGC_DATABASE_URL``) names."""
     from langgraph_celery.errors import GraphStateError
 
-    path = missing_sqlite_file(saver)
-    if path is not None:
+    gap = missing_store(saver)
+    if gap is not None:
         where = scrubbed(os.environ.get("LGC_DATABASE_URL"))
-        raise GraphStateError(
-            f"no run {run_id!r} in the checkpoint store {where}; {no_database(path)}"
-        )
+        raise GraphStateError(f"no run {run_id!r} in the checkpoint store {where}; {gap}")
     record = saver.get_run(run_id)
     thread_id = record.thread_id if record is not None else saver.thread_of_run(run_id)
     view = None if thread_id is None else latest_of_run(saver, thread_id, run_id, history=True)

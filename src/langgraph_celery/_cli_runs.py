@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING
 
 from langgraph_celery._cli_input import UsageError
-from langgraph_celery._cli_load import load_graph, missing_sqlite_file, no_database
+from langgraph_celery._cli_load import load_graph, missing_store
 from langgraph_celery._cli_output import PROG, environment_flags, resume_command, to_json
 from langgraph_celery._cli_run_text import block, cell, run_lines, runs_table
 from langgraph_celery._cli_run_view import (
@@ -185,9 +185,9 @@ def cmd_runs(args: argparse.Namespace, out: IO[str]) -> int:
     graph = load_graph(args.target)
     saver = run_index(graph, args.target)
     assert isinstance(saver, RunIndex)
-    missing = missing_sqlite_file(saver)
+    missing = missing_store(saver)
     if missing is not None:  # (no runs there: say so, and read nothing)
-        print(f"note: {no_database(missing)}", file=sys.stderr)
+        print(f"note: {missing}", file=sys.stderr)
     before = None
     if args.before:
         before = saver.get_run(args.before) if missing is None else None

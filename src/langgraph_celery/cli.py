@@ -62,8 +62,7 @@ from langgraph_celery._cli_input import (
 from langgraph_celery._cli_load import (
     ImportFailure,
     load_graph,
-    missing_sqlite_file,
-    no_database,
+    missing_store,
     other_owner,
 )
 from langgraph_celery._cli_output import (
@@ -269,9 +268,9 @@ def cmd_state(args: argparse.Namespace, out: IO[str]) -> int:
 
     thread_id = _required_thread(args)
     graph = load_graph(args.target)
-    missing = missing_sqlite_file(graph.checkpoint_saver)
+    missing = missing_store(graph.checkpoint_saver)
     if missing is not None:
-        raise GraphStateError(f"thread {thread_id!r} has no checkpoint; {no_database(missing)}")
+        raise GraphStateError(f"thread {thread_id!r} has no checkpoint; {missing}")
     _note_another_graph(graph, thread_id, args.target)
     snapshot = graph.get_state(RunnableConfig(thread_id=thread_id, checkpoint_id=args.checkpoint))
     run = _cli_runs.thread_run(graph, thread_id, snapshot.checkpoint_id)
@@ -289,9 +288,9 @@ def cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
 
     thread_id = _required_thread(args)
     graph = load_graph(args.target)
-    missing = missing_sqlite_file(graph.checkpoint_saver)
+    missing = missing_store(graph.checkpoint_saver)
     if missing is not None:
-        print(f"note: {no_database(missing)}", file=sys.stderr)
+        print(f"note: {missing}", file=sys.stderr)
         print("[]", file=out)
         return 0
     _note_another_graph(graph, thread_id, args.target)

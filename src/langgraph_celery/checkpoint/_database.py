@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, inspect
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import SingletonThreadPool, StaticPool
@@ -89,6 +89,15 @@ class SqlDatabase:
                 return
             migrate(self._engine, self._table_prefix, self.serializer.loads, self._serial)
             self._ready = True
+
+    def _holds_tables(self) -> bool:
+        """Whether the database has this saver's tables (set up here or by any process),
+        checked without creating them: the command line's reads read nothing where it has
+        none."""
+        if self._ready:
+            return True
+        with self._serial(), self._engine.connect() as conn:
+            return inspect(conn).has_table(self._tables.checkpoints.name)
 
     def dispose(self) -> None:
         """Close the saver's idle connections, and the engine's pool if this saver created the
