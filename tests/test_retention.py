@@ -361,9 +361,13 @@ def test_a_run_pruned_away_keeps_its_status_and_says_its_result_is_gone(
     assert (first.status(), later.status()) == ("completed", "parked")
     with pytest.raises(GraphStateError, match=f"run {first.run_id} completed.*pruned"):
         first.wait(timeout=5)
+    assert first.cancel() is False  # (nothing to cancel: the later run is left parked)
+    assert later.status() == "parked"
     unknown = RunHandle("0" * 32, thread, graph)
-    with pytest.raises(GraphStateError, match="no checkpoint of run 0+ and no record of it"):
+    message = f"no checkpoint of run {unknown.run_id} and no record of it"
+    with pytest.raises(GraphStateError, match=message):
         unknown.status()
+    assert unknown.cancel() is False
 
 
 # -- the reaper's checkpoint_ttl ------------------------------------------------------------------

@@ -37,11 +37,11 @@ HISTORY_PAGE = 32
 
 def latest_of_run(saver: BaseCheckpointSaver, thread_id: str, run_id: str) -> Checkpoint | None:
     """The latest checkpoint of run ``run_id`` of the thread: usually the thread's latest; else
-    found down the thread's history, read a page at a time (the thread's latest when the run
-    has none)."""
+    found down the thread's history, read a page at a time (``None`` when the thread holds none
+    of the run's: deleted, or pruned away)."""
     latest = saver.get(thread_id)
     if latest is not None and latest.run_id != run_id:
-        return run_in_history(saver, thread_id, run_id, latest.checkpoint_id) or latest
+        return run_in_history(saver, thread_id, run_id, latest.checkpoint_id)
     return latest
 
 

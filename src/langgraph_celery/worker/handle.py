@@ -71,7 +71,7 @@ class RunHandle:
         if latest.run_id == self.run_id:
             return status_of(view)
         mine = _store(self._latest_of_run)
-        if mine is not None and mine.run_id == self.run_id:
+        if mine is not None:
             return read_status(runtime, mine)
         saver = runtime.saver
         record = _store(lambda: saver.get_run(self.run_id)) if isinstance(saver, RunIndex) else None
