@@ -359,6 +359,8 @@ def test_a_run_pruned_away_keeps_its_status_and_says_its_result_is_gone(
     assert not [c for c in saver.list(thread) if c.run_id == first.run_id]
     # its own status from the run index, not the later run's "parked"
     assert (first.status(), later.status()) == ("completed", "parked")
+    rebuilt = RunHandle.from_run_id(graph, first.run_id)  # (found by its record)
+    assert (rebuilt.thread_id, rebuilt.status()) == (thread, "completed")
     with pytest.raises(GraphStateError, match=f"run {first.run_id} completed.*pruned"):
         first.wait(timeout=5)
     assert first.cancel() is False  # (nothing to cancel: the later run is left parked)

@@ -47,6 +47,9 @@ class RunHandle:
     def from_run_id(cls, graph: CompiledGraph, run_id: str) -> RunHandle:
         saver = graph._saver()
         thread_id = saver.thread_of_run(run_id)
+        if thread_id is None and isinstance(saver, RunIndex):  # (pruned away: its record)
+            record = saver.get_run(run_id)
+            thread_id = record.thread_id if record is not None else None
         if thread_id is None:
             raise GraphStateError(f"no run {run_id!r} in {type(saver).__name__}")
         return cls(run_id, thread_id, graph)
