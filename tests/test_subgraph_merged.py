@@ -321,7 +321,9 @@ def test_subgraph_with_conditional_start_edge() -> None:
     ]
 
 
-def test_checkpoint_with_merge_subgraph() -> None:
+def checkpoint_with_merge_subgraph() -> CompiledGraph:
+    """``testCheckpointWithMergeSubgraph``'s graphs: ``step_1 -> step_2 -> subgraph(step_1 ->
+    step_2 -> step_3) -> step_3``, the child merged."""
     child = (
         messages_graph()
         .add_node("step_1", make_node("child:step1"))
@@ -332,7 +334,7 @@ def test_checkpoint_with_merge_subgraph() -> None:
         .add_edge("step_2", "step_3")
         .add_edge("step_3", END)
     )
-    parent = (
+    return (
         messages_graph()
         .add_node("step_1", make_node("step1"))
         .add_node("step_2", make_node("step2"))
@@ -345,13 +347,20 @@ def test_checkpoint_with_merge_subgraph() -> None:
         .add_edge("step_3", END)
         .compile(CompileConfig(checkpoint_saver=MemorySaver()))
     )
+
+
+MERGED_RAN = ["step_1", "step_2", "subgraph-step_1", "subgraph-step_2", "subgraph-step_3", "step_3"]
+MERGED_WROTE = ["step1", "step2", "child:step1", "child:step2", "child:step3", "step3"]
+
+
+def test_checkpoint_with_merge_subgraph() -> None:
+    parent = checkpoint_with_merge_subgraph()
     thread = RunnableConfig(thread_id="checkpoint-merge")
     outputs = list(parent.stream(GraphInput.no_args(), thread))
-    expected = ["step1", "step2", "child:step1", "child:step2", "child:step3", "step3"]
-    assert outputs[-1].state.value("messages") == expected
+    assert outputs[-1].state.value("messages") == MERGED_WROTE
     # one thread, one state: the parent's checkpoints hold the child's steps
     history = parent.get_state_history(thread)
-    assert history[0].state.value("messages") == expected
+    assert history[0].state.value("messages") == MERGED_WROTE
     assert "subgraph-step_2" in [snapshot.node for snapshot in history]
 
 
@@ -547,3 +556,37 @@ def test_a_merged_childs_sends_name_its_own_nodes(command: bool, nested: bool) -
     assert merged.invoke({}).value("acc") == [1, 2]
     prefix = "B-inner-" if nested else "B-"
     assert outputs == ["__START__", f"{prefix}fan", f"{prefix}w", f"{prefix}w", "__END__"]
+
+
+def test_checkpoint_with_merge_subgraph_stores_one_checkpoint_per_merged_step() -> None:
+    app = checkpoint_with_merge_subgraph()
+    thread = RunnableConfig(thread_id="audit-checkpoint-merge")
+    outputs = list(app.stream(GraphInput.no_args(), thread))
+    assert [output.node for output in outputs] == [START, *MERGED_RAN, END]
+    assert outputs[-1].state.value("messages") == MERGED_WROTE
+
+    history = list(reversed(app.get_state_history(thread)))  # oldest first
+    assert len(history) == 1 + len(MERGED_RAN)
+    assert [snapshot.node for snapshot in history] == [START, *MERGED_RAN]
+    assert [snapshot.next for snapshot in history] == [
+        *[(node,) for node in MERGED_RAN],
+        (),
+    ]
+    for done, snapshot in enumerate(history):
+        assert snapshot.state.value("messages", []) == MERGED_WROTE[:done]
+    steps = [snapshot.step for snapshot in history]
+    assert steps == sorted(set(steps))  # one checkpoint a step, in order
+
+
+def test_a_merged_step_checkpoint_can_be_resumed_from_as_a_fork() -> None:
+    """(Beyond the Java test) the checkpoint after ``subgraph-step_1`` is an ordinary one of
+    the parent: invoking from it (SPEC §4, a fork) runs the rest of the child, then step_3."""
+    app = checkpoint_with_merge_subgraph()
+    thread = RunnableConfig(thread_id="audit-checkpoint-merge-fork")
+    app.invoke(GraphInput.no_args(), thread)
+    after_child_step_1 = next(
+        snapshot for snapshot in app.get_state_history(thread) if snapshot.node == "subgraph-step_1"
+    )
+    forked = [output.node for output in app.stream(None, after_child_step_1.config)]
+    assert forked == ["subgraph-step_2", "subgraph-step_3", "step_3", END]
+    assert app.get_state(thread).state.value("messages") == MERGED_WROTE

@@ -18,67 +18,24 @@ Java's ``FileSystemSaver`` and serializers are ``MemorySaver`` here; SPEC §4 as
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+# (the builders of LangGraph4j's test, ported once in test_port_CompiledSubGraphTest.py)
+from test_port_CompiledSubGraphTest import InterruptableNodeAction, chain, node
+
 from langgraph_celery import (
     END,
     START,
-    AgentState,
-    Channels,
     CompileConfig,
     CompiledGraph,
     GraphInput,
-    InterruptionMetadata,
     RunnableConfig,
-    StateGraph,
     StateSnapshot,
     StreamMode,
 )
 from langgraph_celery.checkpoint import BaseCheckpointSaver, MemorySaver
-
-SCHEMA = {"messages": Channels.appender()}  # MyState.SCHEMA (a MessagesState<String>)
-
-
-def node(node_id: str, attribute: str | None = None) -> Callable[..., dict[str, Any]]:
-    """``NodeActionBuilder.build()``: checks the runtime's node id, appends ``[id<attr>]``."""
-
-    def action(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        assert config.node_id == node_id
-        value = state.value(attribute, "") if attribute is not None else ""
-        return {"messages": f"[{node_id}{value}]"}
-
-    return action
-
-
-class InterruptableNodeAction:
-    """``NodeActionBuilder.buildInterruptable()``: stops before it runs while the state's
-    ``interrupt_subgraph`` is true."""
-
-    def __init__(self, node_id: str) -> None:
-        self.node_id = node_id
-
-    def interrupt(
-        self, node_id: str, state: AgentState, config: RunnableConfig
-    ) -> InterruptionMetadata | None:
-        if state.value("interrupt_subgraph", False):
-            return InterruptionMetadata(node_id, state)
-        return None
-
-    def __call__(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        assert config.node_id == self.node_id
-        return {"messages": f"[{self.node_id}]"}
-
-
-def chain(steps: list[tuple[str, Any]], config: CompileConfig | None = None) -> CompiledGraph:
-    graph = StateGraph(SCHEMA)
-    previous = START
-    for name, action in steps:
-        graph.add_node(name, action).add_edge(previous, name)
-        previous = name
-    return graph.add_edge(previous, END).compile(config)
 
 
 def sub_graph_with_interruption(

@@ -24,8 +24,6 @@ import pytest
 from langgraph_celery import (
     END,
     START,
-    AgentState,
-    Channels,
     CompileConfig,
     CompiledGraph,
     GraphDefinitionError,
@@ -34,50 +32,14 @@ from langgraph_celery import (
 )
 from langgraph_celery.checkpoint import MemorySaver
 
-
-def messages_graph() -> StateGraph:
-    """``MessagesStateGraph<String>``: ``messages`` is an appender."""
-    return StateGraph({"messages": Channels.appender()})
-
-
-def make_node(message: str) -> Callable[[AgentState], dict[str, Any]]:
-    """``_makeNode(id)``: appends ``message`` to ``messages``."""
-
-    def action(state: AgentState) -> dict[str, Any]:
-        return {"messages": message}
-
-    return action
+# (the builders of StateSubGraphTest, ported once in tests/test_subgraph_merged.py)
+from test_subgraph_merged import child_b1_b2, child_b1_b2_c, make_node, messages_graph
 
 
 def execute(app: CompiledGraph, input: Any, config: RunnableConfig | None = None) -> list[str]:
     """``_execute(workflow, input)``: the node of every output of the stream, in order."""
     stream = app.stream(input) if config is None else app.stream(input, config)
     return [output.node for output in stream]
-
-
-def child_b1_b2() -> StateGraph:
-    return (
-        messages_graph()
-        .add_node("B1", make_node("B1"))
-        .add_node("B2", make_node("B2"))
-        .add_edge(START, "B1")
-        .add_edge("B1", "B2")
-        .add_edge("B2", END)
-    )
-
-
-def child_b1_b2_c() -> StateGraph:
-    """B1 -> B2, then B2's route picks ``c`` (C) out of ``{END, c}``; C -> END."""
-    return (
-        messages_graph()
-        .add_node("B1", make_node("B1"))
-        .add_node("B2", make_node("B2"))
-        .add_node("C", make_node("subgraph(C)"))
-        .add_edge(START, "B1")
-        .add_edge("B1", "B2")
-        .add_conditional_edges("B2", lambda state: "c", {END: END, "c": "C"})
-        .add_edge("C", END)
-    )
 
 
 def parent(child: StateGraph, conditional_start: bool) -> StateGraph:
