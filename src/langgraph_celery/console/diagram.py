@@ -8,7 +8,9 @@ must work with no internet; the console therefore lays the graph out itself, sim
 * within a layer, nodes are ordered by the mean position of their neighbours (a few sweeps down
   and up), which untangles most agent graphs;
 * edges into the next layers are curves downwards, loops are drawn on the right-hand side;
-  conditional edges are dashed and carry their labels;
+  an edge over several layers whose course would cross a node goes around the nodes in
+  between; conditional edges are dashed and carry their labels, each where it covers no node
+  and no other label when its edge has such a place;
 * a subgraph node (merged or compiled) is a block that holds its graph, laid out the same way,
   nested as deep as subgraphs nest; the enclosing graph's edges reach the block.
 
@@ -252,27 +254,107 @@ def _fmt(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".")
 
 
+#: where a label may go along its edge, best first: at these fractions of the height the edge
+#: (or the straight part of an edge that goes around nodes) spans, then just below its source
+#: and just above its target's arrowhead (in the gaps between layers, past the nodes of the
+#: layers in between)
+_LABEL_HEIGHTS = (0.5, 0.3, 0.7)
+#: how far from the top and from the bottom of an edge its last two spots are
+LABEL_ENDS = (12.0, 20.0)
+#: the room a label keeps from nodes and from the labels placed before it
+LABEL_PAD = 2.0
+#: how far apart edges that go around the same nodes run
+LANE_GAP = 8.0
+
+#: (x, y, side): a point where a label may go, and on which side of it (-1 to its left, 0
+#: centred on it, 1 to its right: beside an edge that goes around nodes, off them)
+_Spot = tuple[float, float, int]
+#: a rectangle: left, top, right, bottom
+_Rect = tuple[float, float, float, float]
+
+
 def _route(box: Layout, margin: float) -> None:
-    """Set each edge's path and label box, and widen the drawing to hold loops and labels."""
+    """Set each edge's path and label box, and widen the drawing to hold loops, the edges that
+    go around nodes, and labels.  A label goes at the first of its edge's spots where it
+    covers no node and no label placed before it (at the first spot if there is none)."""
     loop_x = max((x + w / 2 for x, _, w in box.nodes.values()), default=0.0) + 30
     left, right = 0.0, box.width
+    taken = [_node_rect(box, node) for node in box.nodes]
+    lanes: dict[float, int] = {}
     for edge in box.edges:
         if edge.back or edge.source == edge.target:
             loop_x += LOOP_GAP
             right = max(right, loop_x + margin)
-        edge.path, lx, ly, side = _edge_path(edge, box, loop_x)
+        edge.path, spots, (low, high) = _edge_path(edge, box, loop_x, lanes)
+        left, right = min(left, low), max(right, high)
         if edge.labels:
             width = min(len(", ".join(edge.labels)), MAX_LABEL) * 6.6 + 10
-            lx += side * (width / 2 + 4)
-            edge.label = (lx, ly, width)
+            edge.label = _place_label(spots, width, taken)
+            lx = edge.label[0]
             left, right = min(left, lx - width / 2 - 4), max(right, lx + width / 2 + 4)
     box.left, box.width = left, right - left
 
 
-def _edge_path(edge: _Edge, box: Layout, loop_x: float) -> tuple[str, float, float, int]:
-    """The SVG path of ``edge``, where its label goes, and on which side of that point (-1 to
-    its left, 0 centred on it, 1 to its right: beside an edge that goes around nodes, off
-    them)."""
+def _node_rect(box: Layout, node: str) -> _Rect:
+    x, y, w = box.nodes[node]
+    h = box.height_of(node)
+    return (x - w / 2, y - h / 2, x + w / 2, y + h / 2)
+
+
+def _place_label(
+    spots: list[_Spot], width: float, taken: list[_Rect]
+) -> tuple[float, float, float]:
+    """The box (centre x, centre y, width) of a label at the first of ``spots`` where it
+    overlaps none of ``taken`` (else at the first spot); its rectangle is then taken."""
+    boxes: list[tuple[float, float, _Rect]] = []
+    for x, y, side in spots:
+        cx = x + side * (width / 2 + 4)
+        boxes.append((cx, y, (cx - width / 2, y - 9, cx + width / 2, y + 9)))
+    cx, cy, rect = next((b for b in boxes if not _overlaps(b[2], taken)), boxes[0])
+    taken.append(rect)
+    return cx, cy, width
+
+
+def _overlaps(rect: _Rect, others: list[_Rect]) -> bool:
+    left, top, right, bottom = rect
+    pad = LABEL_PAD
+    return any(
+        left < o_right + pad
+        and o_left - pad < right
+        and top < o_bottom + pad
+        and o_top - pad < bottom
+        for o_left, o_top, o_right, o_bottom in others
+    )
+
+
+def _curve_point(points: tuple[tuple[float, float], ...], t: float) -> tuple[float, float]:
+    """The point at time ``t`` of the cubic Bézier curve through ``points`` (four of them)."""
+    (x0, y0), (x1, y1), (x2, y2), (x3, y3) = points
+    a, b, c, d = (1 - t) ** 3, 3 * (1 - t) ** 2 * t, 3 * (1 - t) * t**2, t**3
+    return a * x0 + b * x1 + c * x2 + d * x3, a * y0 + b * y1 + c * y2 + d * y3
+
+
+def _at_height(points: tuple[tuple[float, float], ...], y: float) -> tuple[float, float]:
+    """The point of a curve that goes down (as an edge between layers does) at height ``y``."""
+    low, high = 0.0, 1.0
+    for _ in range(24):
+        middle = (low + high) / 2
+        low, high = (middle, high) if _curve_point(points, middle)[1] < y else (low, middle)
+    return _curve_point(points, (low + high) / 2)
+
+
+def _heights(top: float, bottom: float) -> list[float]:
+    """The heights of the spots for a label beside a course from ``top`` down to ``bottom``."""
+    span = bottom - top
+    return [top + span * f for f in _LABEL_HEIGHTS] + [top + LABEL_ENDS[0], bottom - LABEL_ENDS[1]]
+
+
+def _edge_path(
+    edge: _Edge, box: Layout, loop_x: float, lanes: dict[float, int]
+) -> tuple[str, list[_Spot], tuple[float, float]]:
+    """The SVG path of ``edge``, the spots where its label may go (best first), and how far
+    left and right the path reaches.  ``lanes`` counts the edges that go around nodes at each
+    x, so that each of them runs apart from the others."""
     sx, sy, sw = box.nodes[edge.source]
     tx, ty, tw = box.nodes[edge.target]
     if edge.back or edge.source == edge.target:
@@ -281,36 +363,48 @@ def _edge_path(edge: _Edge, box: Layout, loop_x: float) -> tuple[str, float, flo
             f"M{_fmt(x1)},{_fmt(sy)} C{_fmt(loop_x)},{_fmt(sy)} {_fmt(loop_x)},{_fmt(ty)} "
             f"{_fmt(x2 + 6)},{_fmt(ty)}"
         )
-        return path, loop_x - 4, (sy + ty) / 2, 0
+        return path, [(loop_x - 4, (sy + ty) / 2, 0)], (min(x1, x2), loop_x)
     y1, y2 = sy + box.height_of(edge.source) / 2, ty - box.height_of(edge.target) / 2 - 4
-    bypass = _bypass(edge, box, sx, tx)
-    if bypass is not None:  # a node of a layer in between is in the way: go around it
+    around = _bypass(edge, box, sx, tx)
+    if around is not None:  # a node of a layer in between is in the way: go around them
+        x, top, bottom = around
+        side = 1 if x > (sx + tx) / 2 else -1
+        lane = lanes.get(x, 0)
+        lanes[x] = lane + 1
+        x += side * lane * LANE_GAP
+        down, up = (y1 + top) / 2, (bottom + y2) / 2
         path = (
-            f"M{_fmt(sx)},{_fmt(y1)} C{_fmt(bypass)},{_fmt(y1 + LAYER_GAP)} "
-            f"{_fmt(bypass)},{_fmt(y2 - LAYER_GAP)} {_fmt(tx)},{_fmt(y2)}"
+            f"M{_fmt(sx)},{_fmt(y1)} C{_fmt(sx)},{_fmt(down)} {_fmt(x)},{_fmt(down)} "
+            f"{_fmt(x)},{_fmt(top)} L{_fmt(x)},{_fmt(bottom)} "
+            f"C{_fmt(x)},{_fmt(up)} {_fmt(tx)},{_fmt(up)} {_fmt(tx)},{_fmt(y2)}"
         )
-        middle = (sx + tx) / 8 + 0.75 * bypass  # (the curve's own middle)
-        return path, middle, (y1 + y2) / 2, 1 if bypass > (sx + tx) / 2 else -1
+        spots = [(x, y, side) for y in _heights(top, bottom)]
+        return path, spots, (min(sx, tx, x) - 2, max(sx, tx, x) + 2)
     bend = (y2 - y1) / 2
+    curve = ((sx, y1), (sx, y1 + bend), (tx, y2 - bend), (tx, y2))
     path = (
         f"M{_fmt(sx)},{_fmt(y1)} C{_fmt(sx)},{_fmt(y1 + bend)} {_fmt(tx)},{_fmt(y2 - bend)} "
         f"{_fmt(tx)},{_fmt(y2)}"
     )
-    return path, (sx + tx) / 2, (y1 + y2) / 2, 0
+    spots = [(*_at_height(curve, y), 0) for y in _heights(y1, y2)]
+    return path, spots, (min(sx, tx), max(sx, tx))
 
 
-def _bypass(edge: _Edge, box: Layout, sx: float, tx: float) -> float | None:
+def _bypass(edge: _Edge, box: Layout, sx: float, tx: float) -> tuple[float, float, float] | None:
     """For an edge over several layers whose straight course crosses a node: the x of a course
-    beside the nodes in between (on the side with more room), else ``None``."""
+    beside the nodes in between (on the side with more room), and the top and bottom of
+    those nodes; else ``None``."""
     low, high = box.ranks[edge.source], box.ranks[edge.target]
-    between = [(x, w) for node, (x, _, w) in box.nodes.items() if low < box.ranks[node] < high]
+    between = [node for node in box.nodes if low < box.ranks[node] < high]
+    rects = [_node_rect(box, node) for node in between]
     left, right = min(sx, tx) - 8, max(sx, tx) + 8
-    if not any(x - w / 2 < right and x + w / 2 > left for x, w in between):
+    if not any(r_left < right and r_right > left for r_left, _, r_right, _ in rects):
         return None
-    leftmost = min(x - w / 2 for x, w in between) - NODE_GAP / 2
-    rightmost = max(x + w / 2 for x, w in between) + NODE_GAP / 2
+    leftmost = min(r[0] for r in rects) - NODE_GAP / 2
+    rightmost = max(r[2] for r in rects) + NODE_GAP / 2
     centre = (sx + tx) / 2
-    return leftmost if centre - leftmost < rightmost - centre else rightmost
+    x = leftmost if centre - leftmost < rightmost - centre else rightmost
+    return x, min(r[1] for r in rects), max(r[3] for r in rects)
 
 
 @dataclass

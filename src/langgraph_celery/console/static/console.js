@@ -1,6 +1,6 @@
-// langgraph-celery console: live updates and the JSON editor. No inline script runs in the
-// pages (the Content-Security-Policy forbids it); every text from the server is set with
-// textContent, never parsed as HTML.
+// langgraph-celery console: live updates, the JSON editor, the diagrams' least size. No inline
+// script runs in the pages (the Content-Security-Policy forbids it); every text from the server
+// is set with textContent, never parsed as HTML.
 "use strict";
 
 (function () {
@@ -181,6 +181,20 @@
       older.parentNode.hidden = !page.next_before;
     }
   }
+
+  // -- diagrams: shrunk to fit their box, but not past reading (then the box scrolls sideways,
+  // to show the current node, or START) ------------------------------------------------------
+  var MIN_DIAGRAM_SCALE = 0.7;
+  document.querySelectorAll(".diagram:not(.small) > svg.graph").forEach(function (svg) {
+    var width = svg.width.baseVal.value;
+    if (width > 0) { svg.style.minWidth = width * MIN_DIAGRAM_SCALE + "px"; }
+    var box = svg.parentElement;
+    var focus = svg.querySelector(".current") || svg.querySelector("g.node.terminal");
+    if (focus && box.scrollWidth > box.clientWidth) {
+      var outer = box.getBoundingClientRect(), inner = focus.getBoundingClientRect();
+      box.scrollLeft += inner.left + inner.width / 2 - (outer.left + outer.width / 2);
+    }
+  });
 
   var table = document.querySelector("[data-live-runs]");
   if (table && !table.hasAttribute("data-paged")) {
