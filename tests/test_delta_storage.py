@@ -386,3 +386,73 @@ def test_memory_saver_stores_whole_a_delta_whose_parent_is_pruned_as_it_stores_i
     saver._incremental.forget("t1")  # (read from what is stored)
     assert saver.get("t1", "fork") == fork
     assert [ref.whole for ref in saver.stored_refs("t1")] == [True, True]
+
+
+def _extend_in_place(old: list[Any], new: list[Any]) -> list[Any]:
+    old.extend(new)
+    return old
+
+
+def test_a_reducer_that_changes_its_list_in_place_changes_no_earlier_state(
+    saver_factory: Any,
+) -> None:
+    """A reducer of the user's that extends the list it is given (``operator.iadd``) used to
+    extend the list that the parent checkpoint's cached state and every earlier output held:
+    history read each checkpoint with the later items, and outputs collected from a stream all
+    showed the last state.  It now gets a copy of the list (the same items)."""
+    saver = saver_factory()
+    graph = StateGraph({"log": Channel(_extend_in_place, list)})
+    previous = START
+    for node in ("a", "b", "c"):
+        graph.add_node(node, lambda s, c, node=node: {"log": [node]})
+        graph.add_edge(previous, node)
+        previous = node
+    app = graph.add_edge(previous, END).compile(CompileConfig(checkpoint_saver=saver))
+    outputs = list(app.stream({"log": ["in"]}, CFG))
+    assert [output.state["log"] for output in outputs] == [
+        ["in"],
+        ["in", "a"],
+        ["in", "a", "b"],
+        ["in", "a", "b", "c"],
+        ["in", "a", "b", "c"],
+    ]
+    app.invoke({"log": ["again"]}, CFG)
+    expected = ["in", "a", "b", "c", "again", "a", "b", "c"]
+    for read in (saver, saver_factory()):  # (its cache, and a handle with nothing cached)
+        lengths = [len(c.values["log"]) for c in read.list("t1")]
+        assert lengths == [8, 7, 6, 5, 4, 3, 2, 1]
+        for checkpoint in read.list("t1"):
+            assert checkpoint.values["log"] == expected[: len(checkpoint.values["log"])]
+
+
+def test_a_reducer_that_adds_at_the_end_of_a_list_stores_the_items_added(
+    saver_factory: Any,
+) -> None:
+    """``operator.add`` on a list (LangGraph's ``Annotated[list, operator.add]``) gives the old
+    items and the new ones: a step stores the items it added, not the whole list, as an
+    appender's does, and reads back the same from a cold handle."""
+    saver = saver_factory()
+    graph = StateGraph({"messages": Channel(operator.add, list)})
+    previous = START
+    for index in range(4):
+        graph.add_node(f"n{index}", lambda s, c, i=index: {"messages": [{"n": i}]})
+        graph.add_edge(previous, f"n{index}")
+        previous = f"n{index}"
+    app = graph.add_edge(previous, END).compile(CompileConfig(checkpoint_saver=saver))
+    big = [{"n": -i, "text": "y" * 100} for i in range(500)]
+    app.invoke({"messages": big}, CFG)
+    app.invoke({"messages": [{"n": "user"}]}, CFG)
+    assert [ref.whole for ref in saver.stored_refs("t1")] == [False] * 9 + [True]
+    stored = {c.checkpoint_id: c.values for c in saver.list("t1")}
+    assert {c.checkpoint_id: c.values for c in saver_factory().list("t1")} == stored
+    final = [*big, *({"n": i} for i in range(4)), {"n": "user"}, *({"n": i} for i in range(4))]
+    assert app.get_state(CFG).values["messages"] == final
+    if isinstance(saver, SqlSaver):
+        with saver.engine.connect() as conn:
+            sizes = [
+                size
+                for (size,) in conn.execute(
+                    text(f"SELECT length(body) FROM {saver.table_prefix}checkpoints ORDER BY seq")
+                )
+            ]
+        assert sizes[0] > 50_000 and max(sizes[1:]) < 2_000

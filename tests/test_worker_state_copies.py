@@ -132,3 +132,36 @@ def test_what_a_node_changes_of_its_state_never_reaches_the_store(
         messages = snapshot.values["messages"]
         assert messages == expected[: len(messages)]
         assert snapshot.values.get("profile", {"name": "kept"}) == {"name": "kept"}
+
+
+def _extend_in_place(old: list[Any], new: list[Any]) -> list[Any]:
+    old.extend(new)
+    return old
+
+
+def test_a_reducer_that_extends_its_list_in_place_changes_no_cached_state(
+    saver: SqlSaver,
+) -> None:
+    """The worker merges a step into the saver's cached state of its parent: a reducer that
+    extends the list it is given used to extend that cached list, so history read each earlier
+    checkpoint with the later steps' messages.  It gets a copy of the list."""
+    graph = StateGraph({"messages": Channel(_extend_in_place, list), "profile": Channel()})
+    previous = START
+    for index in range(CHAIN):
+        graph.add_node(f"n{index}", lambda s, i=index: {"messages": [{"role": "ai", "n": i}]})
+        graph.add_edge(previous, f"n{index}")
+        previous = f"n{index}"
+    graph.add_edge(previous, END)
+    app = Celery(f"copies-{uuid.uuid4().hex[:8]}", broker="memory://", set_as_current=False)
+    app.conf.task_default_queue = f"copies-{uuid.uuid4().hex[:8]}"
+    config = CompileConfig(
+        checkpoint_saver=saver,
+        executor=CeleryExecutor(app),
+        graph_id=f"copies-{uuid.uuid4().hex[:8]}",
+    )
+    compiled = graph.compile(config)
+    thread = f"copies-{uuid.uuid4().hex[:8]}"
+    final = _run(compiled, thread, RunnableConfig(thread_id=thread))
+    assert len(final.data["messages"]) == 100 + CHAIN
+    history = compiled.get_state_history(RunnableConfig(thread_id=thread))
+    assert [len(s.values["messages"]) for s in history] == [100 + i for i in range(CHAIN, -1, -1)]

@@ -301,8 +301,11 @@ def apply_update(
             continue
         present = key in values
         old = values[key] if present else channel.default()
+        appender = isinstance(channel, _AppenderChannel)
         try:
-            result = channel.reducer(old, new)
+            # (a reducer of the user's may change its first argument in place: it gets its
+            # own container, not the run's, which earlier checkpoints and outputs share)
+            result = channel.reducer(old if appender else _own_container(old), new)
         except GraphError:
             raise
         except Exception as error:
@@ -312,12 +315,29 @@ def apply_update(
         values[key] = result
         if ops is not None:
             edits = None
-            if isinstance(channel, _AppenderChannel) and present and type(old) is list:
+            if appender and present and type(old) is list:
                 edits = _appender_ops(new)
+            elif present:
+                edits = _appended(old, result)
             if edits is None:
                 ops[key] = [["set", result]]
             else:
                 ops.setdefault(key, []).extend(edits)
+
+
+def _own_container(value: Any) -> Any:
+    """``value``, or a copy of it if it is a list, dict or set (of the same items)."""
+    return value.copy() if type(value) in (list, dict, set) else value
+
+
+def _appended(old: Any, result: Any) -> list[list[Any]] | None:
+    """A reducer's ``result`` as delta ops when it is ``old``'s list (the same items) with
+    items added at its end, as ``operator.add`` gives; else ``None`` (it replaces the list)."""
+    if type(old) is not list or type(result) is not list or len(result) < len(old):
+        return None
+    if any(before is not after for before, after in zip(old, result)):
+        return None
+    return [["add", result[len(old) :]]] if len(result) > len(old) else []
 
 
 def _appender_ops(new: Any) -> list[list[Any]] | None:
