@@ -4,7 +4,9 @@ Side by side in one process, on SQLite (a file each) and PostgreSQL (database ``
 of its own per run, dropped at the end):
 
 * **step cost**: a 20-node chain, each node appending one message (``{"role", "content"}``, ~100
-  bytes) to ``messages`` (our ``Channels.appender()``, LangGraph's ``operator.add``), run on a
+  bytes) to ``messages`` (our ``Channels.appender()``, LangGraph's ``operator.add``; and
+  ``ours typed``: ours on LangGraph's own schema, the ``TypedDict`` with
+  ``Annotated[list, operator.add]``), run on a
   thread whose state holds ``small`` (10) and ``large`` (10,000) messages.  A round is one
   invoke of the chain on the thread (its input adds one message, then the 20 steps) and one of
   the same graph cut to its first node; a step's own cost is the difference of their fastest
@@ -100,8 +102,10 @@ class Side:
     invoke_one: Callable[[dict[str, Any], str], Any]
 
 
-def _ours(saver: SqlSaver, nodes: list[tuple[str, Any]]) -> Callable[[dict[str, Any], str], Any]:
-    graph = StateGraph({"messages": Channels.appender()})
+def _ours(
+    saver: SqlSaver, nodes: list[tuple[str, Any]], typed: bool = False
+) -> Callable[[dict[str, Any], str], Any]:
+    graph = StateGraph(LGState) if typed else StateGraph({"messages": Channels.appender()})
     previous = START
     for name, fn in nodes:
         graph.add_node(name, fn)
@@ -125,6 +129,16 @@ def _theirs(
     app = graph.compile(checkpointer=checkpointer)
     return lambda value, thread: app.invoke(
         value, {"configurable": {"thread_id": thread}, "recursion_limit": 1_000}
+    )
+
+
+def _ours_typed(saver: SqlSaver) -> Side:
+    """Ours on LangGraph's schema (``operator.add``, a reducer of the user's), same store."""
+    return Side(
+        "ours typed",
+        _ours(saver, NODES, typed=True),
+        lambda: _our_bytes(saver),
+        _ours(saver, NODES[:1], typed=True),
     )
 
 
@@ -166,6 +180,7 @@ def sqlite_sides(directory: Path) -> Iterator[list[Side]]:
     try:
         yield [
             Side("ours", _ours(ours, NODES), lambda: _our_bytes(ours), _ours(ours, NODES[:1])),
+            _ours_typed(ours),
             Side("langgraph", _theirs(theirs, NODES), their_bytes, _theirs(theirs, NODES[:1])),
         ]
     finally:
@@ -202,6 +217,7 @@ def postgres_sides(schema: str) -> Iterator[list[Side]]:
     try:
         yield [
             Side("ours", _ours(ours, NODES), lambda: _our_bytes(ours), _ours(ours, NODES[:1])),
+            _ours_typed(ours),
             Side("langgraph", _theirs(theirs, NODES), their_bytes, _theirs(theirs, NODES[:1])),
         ]
     finally:

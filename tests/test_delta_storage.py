@@ -8,6 +8,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from sqlalchemy import event, text
 
 from langgraph_celery import (
@@ -425,14 +426,20 @@ def test_a_reducer_that_changes_its_list_in_place_changes_no_earlier_state(
             assert checkpoint.values["log"] == expected[: len(checkpoint.values["log"])]
 
 
+def _concatenate(old: list[Any], new: list[Any]) -> list[Any]:
+    return [*old, *new]
+
+
+@pytest.mark.parametrize("reducer", [operator.add, _concatenate, _extend_in_place])
 def test_a_reducer_that_adds_at_the_end_of_a_list_stores_the_items_added(
-    saver_factory: Any,
+    saver_factory: Any, reducer: Any
 ) -> None:
-    """``operator.add`` on a list (LangGraph's ``Annotated[list, operator.add]``) gives the old
-    items and the new ones: a step stores the items it added, not the whole list, as an
-    appender's does, and reads back the same from a cold handle."""
+    """``operator.add`` on a list (LangGraph's ``Annotated[list, operator.add]``), and any
+    reducer whose result holds the old list's items and then new ones, stores at each step the
+    items it added, not the whole list, as an appender does; it reads back the same from a
+    cold handle."""
     saver = saver_factory()
-    graph = StateGraph({"messages": Channel(operator.add, list)})
+    graph = StateGraph({"messages": Channel(reducer, list)})
     previous = START
     for index in range(4):
         graph.add_node(f"n{index}", lambda s, c, i=index: {"messages": [{"n": i}]})
@@ -456,3 +463,24 @@ def test_a_reducer_that_adds_at_the_end_of_a_list_stores_the_items_added(
                 )
             ]
         assert sizes[0] > 50_000 and max(sizes[1:]) < 2_000
+
+
+def _as_booleans(old: list[Any], new: list[Any]) -> list[Any]:
+    """Items equal to the old ones but not them (``True == 1``), then the new ones."""
+    return [bool(item) for item in old] + new
+
+
+def test_a_reducer_whose_result_only_equals_the_old_items_stores_its_result(
+    saver_factory: Any,
+) -> None:
+    """The items added are stored only when the result holds the old items themselves: equal
+    ones (``True`` for ``1``) are stored as the reducer made them, and read back as such."""
+    saver = saver_factory()
+    graph = StateGraph({"flags": Channel(_as_booleans, list)})
+    graph.add_node("a", lambda s, c: {"flags": [0]}).add_edge(START, "a").add_edge("a", END)
+    app = graph.compile(CompileConfig(checkpoint_saver=saver))
+    app.invoke({"flags": [1]}, CFG)
+    app.invoke({"flags": [2]}, CFG)
+    for read in (saver, saver_factory()):
+        flags = read.get("t1").values["flags"]
+        assert flags == [True, False, True, 0] and [type(f) for f in flags] == [bool] * 3 + [int]

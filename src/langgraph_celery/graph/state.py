@@ -7,6 +7,7 @@ merged with that channel's reducer; every other key is overwritten by an update.
 from __future__ import annotations
 
 import copy
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -302,10 +303,12 @@ def apply_update(
         present = key in values
         old = values[key] if present else channel.default()
         appender = isinstance(channel, _AppenderChannel)
+        concatenation = channel.reducer is operator.add and type(old) is list is type(new)
         try:
             # (a reducer of the user's may change its first argument in place: it gets its
             # own container, not the run's, which earlier checkpoints and outputs share)
-            result = channel.reducer(old if appender else _own_container(old), new)
+            given = old if appender or concatenation else _own_container(old)
+            result = channel.reducer(given, new)
         except GraphError:
             raise
         except Exception as error:
@@ -317,6 +320,8 @@ def apply_update(
             edits = None
             if appender and present and type(old) is list:
                 edits = _appender_ops(new)
+            elif concatenation and present:  # (list + list: the items of ``new`` added)
+                edits = [["add", result[len(old) :]]] if new else []
             elif present:
                 edits = _appended(old, result)
             if edits is None:
@@ -335,7 +340,7 @@ def _appended(old: Any, result: Any) -> list[list[Any]] | None:
     items added at its end, as ``operator.add`` gives; else ``None`` (it replaces the list)."""
     if type(old) is not list or type(result) is not list or len(result) < len(old):
         return None
-    if any(before is not after for before, after in zip(old, result)):
+    if not all(map(operator.is_, old, result)):  # (in C: a tenth of a ms for 10,000 items)
         return None
     return [["add", result[len(old) :]]] if len(result) > len(old) else []
 
