@@ -54,6 +54,13 @@ def _talker(saver: BaseCheckpointSaver, steps: int = 5) -> CompiledGraph:
     return graph.compile(CompileConfig(checkpoint_saver=saver))
 
 
+def _body_sizes(saver: SqlSaver) -> list[int]:
+    """The size of each checkpoint's stored body, oldest first."""
+    query = text(f"SELECT length(body) FROM {saver.table_prefix}checkpoints ORDER BY seq")
+    with saver.engine.connect() as conn:
+        return [size for (size,) in conn.execute(query)]
+
+
 def _refs(saver: BaseCheckpointSaver) -> list[Any]:
     return list(saver.stored_refs("t1"))
 
@@ -70,13 +77,7 @@ def test_a_step_stores_its_delta_and_a_big_state_is_not_stored_again(
     # the thread's first checkpoint is whole; every other one a delta of its parent
     assert [ref.whole for ref in refs] == [False] * 11 + [True]
     if isinstance(saver, SqlSaver):
-        with saver.engine.connect() as conn:
-            sizes = [
-                size
-                for (size,) in conn.execute(
-                    text(f"SELECT length(body) FROM {saver.table_prefix}checkpoints ORDER BY seq")
-                )
-            ]
+        sizes = _body_sizes(saver)
         assert sizes[0] > 50_000 and max(sizes[1:]) < 2_000
 
 
@@ -455,13 +456,7 @@ def test_a_reducer_that_adds_at_the_end_of_a_list_stores_the_items_added(
     final = [*big, *({"n": i} for i in range(4)), {"n": "user"}, *({"n": i} for i in range(4))]
     assert app.get_state(CFG).values["messages"] == final
     if isinstance(saver, SqlSaver):
-        with saver.engine.connect() as conn:
-            sizes = [
-                size
-                for (size,) in conn.execute(
-                    text(f"SELECT length(body) FROM {saver.table_prefix}checkpoints ORDER BY seq")
-                )
-            ]
+        sizes = _body_sizes(saver)
         assert sizes[0] > 50_000 and max(sizes[1:]) < 2_000
 
 

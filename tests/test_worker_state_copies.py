@@ -55,11 +55,15 @@ def _mutating(index: int) -> Any:
     return node
 
 
-def chain(saver: SqlSaver) -> CompiledGraph:
-    graph = StateGraph({"messages": Channels.appender(), "profile": Channel()})
+def chain(
+    saver: SqlSaver, messages: Channel | None = None, nodes: Any = _mutating
+) -> CompiledGraph:
+    """A chain of ``CHAIN`` nodes (``nodes(index)``) on Celery (a ``memory://`` broker), its
+    ``messages`` an appender unless given."""
+    graph = StateGraph({"messages": messages or Channels.appender(), "profile": Channel()})
     previous = START
     for index in range(CHAIN):
-        graph.add_node(f"n{index}", _mutating(index))
+        graph.add_node(f"n{index}", nodes(index))
         graph.add_edge(previous, f"n{index}")
         previous = f"n{index}"
     graph.add_edge(previous, END)
@@ -139,27 +143,17 @@ def _extend_in_place(old: list[Any], new: list[Any]) -> list[Any]:
     return old
 
 
+def _replying(index: int) -> Any:
+    return lambda state: {"messages": [{"role": "ai", "n": index}]}
+
+
 def test_a_reducer_that_extends_its_list_in_place_changes_no_cached_state(
     saver: SqlSaver,
 ) -> None:
     """The worker merges a step into the saver's cached state of its parent: a reducer that
     extends the list it is given used to extend that cached list, so history read each earlier
     checkpoint with the later steps' messages.  It gets a copy of the list."""
-    graph = StateGraph({"messages": Channel(_extend_in_place, list), "profile": Channel()})
-    previous = START
-    for index in range(CHAIN):
-        graph.add_node(f"n{index}", lambda s, i=index: {"messages": [{"role": "ai", "n": i}]})
-        graph.add_edge(previous, f"n{index}")
-        previous = f"n{index}"
-    graph.add_edge(previous, END)
-    app = Celery(f"copies-{uuid.uuid4().hex[:8]}", broker="memory://", set_as_current=False)
-    app.conf.task_default_queue = f"copies-{uuid.uuid4().hex[:8]}"
-    config = CompileConfig(
-        checkpoint_saver=saver,
-        executor=CeleryExecutor(app),
-        graph_id=f"copies-{uuid.uuid4().hex[:8]}",
-    )
-    compiled = graph.compile(config)
+    compiled = chain(saver, Channel(_extend_in_place, list), _replying)
     thread = f"copies-{uuid.uuid4().hex[:8]}"
     final = _run(compiled, thread, RunnableConfig(thread_id=thread))
     assert len(final.data["messages"]) == 100 + CHAIN

@@ -198,10 +198,9 @@ def served() -> Iterator[Server]:
         yield server
 
 
-@pytest.mark.parametrize("width", [400, 1920])
-def test_the_graphs_page_shows_every_edge_label_and_no_edge_over_a_node(
-    browser: Any, served: Server, width: int
-) -> None:
+def _graphs_page(browser: Any, served: Server, width: int, script: str) -> tuple[Any, list[str]]:
+    """What ``script`` finds on the graphs page in a window ``width`` pixels wide, and the
+    page's script errors."""
     context = browser.new_context(viewport={"width": width, "height": 900})
     page = context.new_page()
     errors: list[str] = []
@@ -210,9 +209,16 @@ def test_the_graphs_page_shows_every_edge_label_and_no_edge_over_a_node(
     try:
         page.goto(served.url + "/graphs")
         assert page.locator("svg.graph").count() == 4
-        seen = page.evaluate(SEEN)
+        return page.evaluate(script), errors
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("width", [400, 1920])
+def test_the_graphs_page_shows_every_edge_label_and_no_edge_over_a_node(
+    browser: Any, served: Server, width: int
+) -> None:
+    seen, errors = _graphs_page(browser, served, width, SEEN)
     assert seen == {"hidden": [], "crossing": []}
     assert errors == []
 
@@ -245,16 +251,7 @@ def test_a_wide_diagram_is_not_shrunk_past_reading_but_scrolls_in_its_box(
     became (a fan-out of twelve nodes, at a quarter of its size on a phone, was unreadable):
     it is shrunk to 70 % at most, and scrolls sideways in its own box, which shows the current
     node (here START) at first."""
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    try:
-        page.goto(served.url + "/graphs")
-        shown = page.evaluate(SCALE)
-    finally:
-        context.close()
+    shown, errors = _graphs_page(browser, served, width, SCALE)
     assert shown["scale"] >= 0.7 - 1e-3, shown
     assert shown["text"] >= 9, shown
     assert shown["sideways"] is False
