@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -111,6 +112,9 @@ def _through(channel: Channel, old: Any, new: Any) -> Any:
     reducer such as ``operator.add`` adds the change once), checked by calling the reducer on a
     copy; ``new`` itself when none does."""
     assert channel.reducer is not None
+    concatenation = channel.reducer is operator.add and type(old) is list is type(new)
+    if concatenation and new[: len(old)] == old:  # (list + list: nothing to try, nor to copy)
+        return new[len(old) :]
     for candidate in _candidates(old, new):
         try:
             if channel.reducer(copy.deepcopy(old), candidate) == new:
