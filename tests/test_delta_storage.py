@@ -479,3 +479,62 @@ def test_a_reducer_whose_result_only_equals_the_old_items_stores_its_result(
     for read in (saver, saver_factory()):
         flags = read.get("t1").values["flags"]
         assert flags == [True, False, True, 0] and [type(f) for f in flags] == [bool] * 3 + [int]
+
+
+def _merge_files(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A reducer of files by name, as agents keep them: ``None`` removes a file."""
+    merged = {**old, **new}
+    return {name: body for name, body in merged.items() if body is not None}
+
+
+def test_a_reducer_that_merges_dicts_stores_the_entries_it_changed(
+    saver_factory: Any,
+) -> None:
+    """A reducer whose result is the old dict with some entries set, added or removed
+    (``{**old, **new}``) stores those entries, not the whole dict, and reads back the same
+    dict, in the same order, from a cold handle."""
+    saver = saver_factory()
+    graph = StateGraph({"files": Channel(_merge_files, dict)})
+    edits: list[dict[str, Any]] = [
+        {"new.txt": "n" * 50},
+        {"file-3": "changed"},
+        {"file-1": None, "other.txt": "o"},
+        {"new.txt": None},
+    ]
+    previous = START
+    for index, edit in enumerate(edits):
+        graph.add_node(f"e{index}", lambda s, c, edit=edit: {"files": edit})
+        graph.add_edge(previous, f"e{index}")
+        previous = f"e{index}"
+    app = graph.add_edge(previous, END).compile(CompileConfig(checkpoint_saver=saver))
+    files = {f"file-{i}": "x" * 100 for i in range(500)}
+    app.invoke({"files": files}, CFG)
+    final = app.get_state(CFG).values["files"]
+    expected = {**files, "file-3": "changed", "other.txt": "o"}
+    del expected["file-1"]
+    assert final == expected and list(final) == list(expected)
+    stored = {c.checkpoint_id: c.values for c in saver.list("t1")}
+    cold = {c.checkpoint_id: c.values for c in saver_factory().list("t1")}
+    assert cold == stored
+    assert [list(v["files"]) for v in cold.values()] == [list(v["files"]) for v in stored.values()]
+    assert [ref.whole for ref in saver.stored_refs("t1")] == [False] * 4 + [True]
+    if isinstance(saver, SqlSaver):
+        sizes = _body_sizes(saver)
+        assert sizes[0] > 50_000 and max(sizes[1:]) < 2_000
+
+
+def test_a_dict_reducer_that_changes_most_entries_stores_the_dict(saver_factory: Any) -> None:
+    """When most entries change (or the order does), the whole dict is stored, and reads back
+    as the reducer made it."""
+    saver = saver_factory()
+    graph = StateGraph(
+        {"scores": Channel(lambda old, new: dict(sorted({**old, **new}.items())), dict)}
+    )
+    graph.add_node("a", lambda s, c: {"scores": {"a": 0, "m": 1}})
+    app = (
+        graph.add_edge(START, "a").add_edge("a", END).compile(CompileConfig(checkpoint_saver=saver))
+    )
+    app.invoke({"scores": {"z": 1, "b": 2}}, CFG)
+    for read in (saver, saver_factory()):
+        scores = read.get("t1").values["scores"]
+        assert list(scores.items()) == [("a", 0), ("b", 2), ("m", 1), ("z", 1)]

@@ -7,7 +7,10 @@ its step changed, the *ops* that take its parent's value to its own, in order:
 * ``["set", value]``: the key now holds ``value``;
 * ``["del"]``: the key is gone;
 * ``["add", items]``: the items appended to the key's list (an appender channel);
-* ``["rm", value]``: the first element equal to ``value`` removed from the key's list.
+* ``["rm", value]``: the first element equal to ``value`` removed from the key's list;
+* ``["put", entries]``: the entries of the mapping ``entries`` set in the key's dict (a key it
+  had keeps its place, a new one goes last), as a reducer's ``{**old, **new}`` gives;
+* ``["pop", keys]``: the dict's entries of those keys removed.
 
 Keys not named are unchanged.  A checkpoint whose ``delta`` is ``None`` is stored whole.
 
@@ -61,6 +64,7 @@ BUDGET_FACTOR = 32
 MAX_DEPTH = 1000
 
 SET, DEL, ADD, REMOVE, ADD_WRITTEN, ADD_UPDATE = "set", "del", "add", "rm", "addw", "addu"
+PUT, POP = "put", "pop"
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +179,7 @@ def apply_delta(values: Mapping[str, Any], deltas: Iterable[Delta]) -> dict[str,
     """The state after applying ``deltas`` in turn to ``values``, which is left as it is: keys
     that change get new containers, the rest are shared with ``values``."""
     result = dict(values)
-    owned: set[str] = set()  # keys whose list is ours to change in place
+    owned: set[str] = set()  # keys whose list (or dict) is ours to change in place
     for delta in deltas:
         for key, ops in delta.items():
             for op in ops:
@@ -186,6 +190,16 @@ def apply_delta(values: Mapping[str, Any], deltas: Iterable[Delta]) -> dict[str,
                 elif kind == DEL:
                     result.pop(key, None)
                     owned.discard(key)
+                elif kind in (PUT, POP):
+                    if key not in owned or type(result.get(key)) is not dict:
+                        result[key] = dict(result.get(key) or {})
+                        owned.add(key)
+                    entries = result[key]
+                    if kind == PUT:
+                        entries.update(op[1])
+                    else:
+                        for name in op[1]:
+                            entries.pop(name, None)
                 else:
                     if key not in owned:
                         result[key] = list(result.get(key) or ())

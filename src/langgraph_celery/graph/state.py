@@ -323,7 +323,7 @@ def apply_update(
             elif concatenation and present:  # (list + list: the items of ``new`` added)
                 edits = [["add", result[len(old) :]]] if new else []
             elif present:
-                edits = _appended(old, result)
+                edits = _appended(old, result) if type(old) is list else _merged(old, result)
             if edits is None:
                 ops[key] = [["set", result]]
             else:
@@ -343,6 +343,27 @@ def _appended(old: Any, result: Any) -> list[list[Any]] | None:
     if not all(map(operator.is_, old, result)):  # (in C: a tenth of a ms for 10,000 items)
         return None
     return [["add", result[len(old) :]]] if len(result) > len(old) else []
+
+
+def _merged(old: Any, result: Any) -> list[list[Any]] | None:
+    """A reducer's ``result`` as delta ops (``pop`` the keys it lost, ``put`` those it set)
+    when it is ``old``'s dict with entries set, added or removed, in ``old``'s order with new
+    keys last (as ``{**old, **new}`` gives), and the changed entries are fewer than half of it;
+    else ``None`` (it replaces the dict).  An entry is unchanged when it holds the same
+    object."""
+    if type(old) is not dict or type(result) is not dict:
+        return None
+    changed = {
+        key: value for key, value in result.items() if key not in old or old[key] is not value
+    }
+    removed = [key for key in old if key not in result]
+    if 2 * (len(changed) + len(removed)) > len(result):
+        return None
+    kept = [key for key in old if key in result]
+    if list(result) != kept + [key for key in result if key not in old]:
+        return None
+    edits: list[list[Any]] = [["pop", removed]] if removed else []
+    return [*edits, ["put", changed]] if changed else edits
 
 
 def _appender_ops(new: Any) -> list[list[Any]] | None:

@@ -2,7 +2,7 @@
 
 A saver may store a checkpoint's delta instead of its whole state, or ignore it and store the
 whole state; either way every read returns the same values.  These tests give chains of deltas
-(every op: ``set``, ``del``, ``add``, ``rm``), whole values in between (``delta=None``), forks
+(every op: ``set``, ``del``, ``add``, ``rm``, ``put``, ``pop``), whole values in between (``delta=None``), forks
 from a middle checkpoint, a delta whose parent was never stored, and prune, and check what every
 handle on the store reads back.
 """
@@ -25,9 +25,17 @@ _STEPS: list[Ops] = [
     {"messages": [["add", ["m1"]]], "count": [["set", 1]]},
     {"messages": [["add", ["m2", "m3"]]], "count": [["set", 2]], "scratch": [["set", {"a": 1}]]},
     {"messages": [["rm", "m2"], ["add", ["m4"]]], "scratch": [["del"]]},
-    {"messages": [["add", [{"role": "ai", "content": "m5"}]]], "count": [["set", 5]]},
+    {
+        "messages": [["add", [{"role": "ai", "content": "m5"}]]],
+        "count": [["set", 5]],
+        "files": [["set", {"a.txt": "one", "b.txt": "two", "c.txt": "three"}]],
+    },
     {"messages": [["set", ["fresh"]]], "when": [["set", (1, "two")]]},
-    {"messages": [["add", ["m6"]]], "count": [["set", 6]]},
+    {
+        "messages": [["add", ["m6"]]],
+        "count": [["set", 6]],
+        "files": [["pop", ["a.txt"]], ["put", {"d.txt": "four", "b.txt": "2"}]],
+    },
 ]
 
 
@@ -90,7 +98,9 @@ class DeltaConformance(SaverFixtures):
             "messages": ["fresh", "m6"],
             "count": 6,
             "when": (1, "two"),
+            "files": {"b.txt": "2", "c.txt": "three", "d.txt": "four"},
         }
+        assert list(stored[-1].values["files"]) == ["b.txt", "c.txt", "d.txt"]
         self._reads(saver_factory, saver, stored)
 
     def test_whole_values_between_deltas_read_back(
