@@ -10,6 +10,7 @@ import copy
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import filterfalse
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -353,17 +354,21 @@ def _merged(old: Any, result: Any) -> list[list[Any]] | None:
     object."""
     if type(old) is not dict or type(result) is not dict:
         return None
-    changed = {
-        key: value for key, value in result.items() if key not in old or old[key] is not value
-    }
-    removed = [key for key in old if key not in result]
-    if 2 * (len(changed) + len(removed)) > len(result):
+    get = old.get
+    changed = {key: value for key, value in result.items() if get(key, _ABSENT) is not value}
+    added = sum(1 for key in changed if key not in old)
+    lost = len(old) - (len(result) - added)
+    if 2 * (len(changed) + lost) > len(result):
         return None
-    kept = [key for key in old if key in result]
-    if list(result) != kept + [key for key in result if key not in old]:
+    kept = list(filter(result.__contains__, old)) if lost else list(old)
+    if list(result)[: len(kept)] != kept:  # (then the keys after them are the added ones)
         return None
-    edits: list[list[Any]] = [["pop", removed]] if removed else []
+    edits: list[list[Any]] = [["pop", list(filterfalse(result.__contains__, old))]] if lost else []
     return [*edits, ["put", changed]] if changed else edits
+
+
+#: what a dict's ``get`` gives for a key it lacks, told apart from any value
+_ABSENT: Final = object()
 
 
 def _appender_ops(new: Any) -> list[list[Any]] | None:

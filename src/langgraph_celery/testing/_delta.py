@@ -2,9 +2,9 @@
 
 A saver may store a checkpoint's delta instead of its whole state, or ignore it and store the
 whole state; either way every read returns the same values.  These tests give chains of deltas
-(every op: ``set``, ``del``, ``add``, ``rm``, ``put``, ``pop``), whole values in between (``delta=None``), forks
-from a middle checkpoint, a delta whose parent was never stored, and prune, and check what every
-handle on the store reads back.
+(every op: ``set``, ``del``, ``add``, ``rm``, ``put``, ``pop``), whole values in between
+(``delta=None``), forks from a middle checkpoint, a delta whose parent was never stored, and
+prune, and check what every handle on the store reads back.
 """
 
 from __future__ import annotations
