@@ -51,7 +51,7 @@ from langgraph_celery import (
     StreamingOutput,
     StreamMode,
 )
-from langgraph_celery.checkpoint import MemorySaver, WriteKind
+from langgraph_celery.checkpoint import MemorySaver, RunStatus, WriteKind
 from langgraph_celery.worker.names import celery_task_id
 
 #: Calls one example makes at most on its thread (the first run, then resumes / a second run).
@@ -154,6 +154,21 @@ def check_tails(actual: list[dict[str, list[str]]], expected: list[dict[str, lis
                 assert _streams(chunks) <= _streams(want[node]), (node, got, want)
 
 
+#: in a call's tail: the outputs of a compiled child's nodes after the parent's last output
+CHILD_TAIL = "(child outputs)"
+
+
+def _child_tail(
+    streamed: list[tuple[int, str]],
+) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """``streamed`` split after the parent's last output: the outputs of a compiled child's
+    nodes after it are the step that stopped the call, whose sibling (the node that failed or
+    parked) may stop the call on Celery before the child's outputs come; in process the call
+    returns once the child has run.  They are compared as the chunks of that step are."""
+    last = max((i for i, (_, node) in enumerate(streamed) if node not in CHILD_NODES), default=-1)
+    return streamed[: last + 1], streamed[last + 1 :]
+
+
 def _streams(chunks: list[str]) -> set[str]:
     """The streams ``chunks`` come from (a chunk is its stream's text, then its index)."""
     return {chunk.rpartition(":")[0] for chunk in chunks}
@@ -201,8 +216,11 @@ def run_case(
         else:
             outcome = _outcome(stream)
         chunks, tail = chunks_by_step(events)
+        late: list[tuple[int, str]] = []
+        if outcome[0] != "completed":
+            streamed, late = _child_tail(streamed)
         calls.append({"streamed": sorted(streamed), "chunks": chunks, "outcome": outcome})
-        tails.append(tail)
+        tails.append({**tail, CHILD_TAIL: [f"{step}:{node}:" for step, node in late]})
         stopped_by_a_node = outcome[0] == "interrupted" and outcome[2] is not None
         if settle is not None and (stopped_by_a_node or outcome[1:2] == ["NodeError"]):
             settle(config)
@@ -229,14 +247,17 @@ def run_case(
     }
 
 
-def settle_on(stack: FuzzStack) -> Callable[[RunnableConfig], None]:
-    """Wait until every task of the thread's latest step has finished on the worker.
+def settle_on(stack: FuzzStack, children: tuple[str, ...]) -> Callable[[RunnableConfig], None]:
+    """Wait until every task of the thread's latest step has finished on the worker, and the
+    child run of each compiled subgraph node among them (``children``) has ended or parked.
 
     A client learns of a park (or failure) as soon as the node that parked marks it, while the
     other nodes of that step may still be running; in process the call returns once they all
     ran.  A resume sent in between runs those nodes again, on the resumed state: a known
-    difference, kept out of the comparison by waiting for them.  A step of one task has no
-    other nodes (and, carried with "exit" or "async", its task stores no result to wait for).
+    difference, kept out of the comparison by waiting for them.  A compiled subgraph node's
+    task hands its child run to the workers, so its run is waited for as well.  A step of one
+    task has no other nodes (and, carried with "exit" or "async", its task stores no result
+    to wait for).
     """
 
     def settle(config: RunnableConfig) -> None:
@@ -246,8 +267,18 @@ def settle_on(stack: FuzzStack) -> Callable[[RunnableConfig], None]:
         ids = [celery_task_id(latest.run_id, latest.checkpoint_id, t.id) for t in latest.tasks]
         results = [stack.app.AsyncResult(task_id) for task_id in ids]
         wait_until(lambda: all(r.ready() for r in results), 20, 0.01, "the step's node tasks")
+        for child in {t.node for t in latest.tasks} & set(children):
+            thread = f"{config.thread_id}/{child}"
+            wait_until(lambda t=thread: not _child_running(stack, t), 20, 0.01, thread)
 
     return settle
+
+
+def _child_running(stack: FuzzStack, thread: str) -> bool:
+    """Whether the latest run on child thread ``thread`` is running."""
+    latest = stack.saver.get(thread)
+    run = stack.saver.get_run(latest.run_id) if latest is not None else None
+    return run is not None and run.status is RunStatus.RUNNING
 
 
 def local_graph(spec: Mapping[str, Any], **overrides: Any) -> CompiledGraph:
@@ -272,7 +303,7 @@ def test_celery_runs_match_in_process_runs(fuzz_stack: FuzzStack, seed: int, cas
     children = (spec["compiled"],) if spec.get("compiled") else ()
     expected = run_case(local_graph(spec), case, thread, children=children)
     graph = fuzz_stack.graph(graph_id(seed))
-    actual = run_case(graph, case, thread, settle_on(fuzz_stack), children)
+    actual = run_case(graph, case, thread, settle_on(fuzz_stack, children), children)
     for call in expected["calls"]:
         kind = call["outcome"][0]
         event(f"call ended: {kind} {call['outcome'][1] if kind == 'error' else ''}")

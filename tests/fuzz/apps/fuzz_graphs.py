@@ -33,13 +33,17 @@ child's, with the child's node ids; ``interrupt_after`` names the subgraph node 
 Every node appends its id to ``log`` and applies its ops, each a deterministic function of the
 state it is given (``s``) and of the config's metadata:
 
-``["add", k]``        ``total`` (a summing reducer) += ``k + len(log) % 3``
+``["add", k]``        ``total`` (a summing reducer) += ``k + len(log) % 3``; ``trail``
+                      (``operator.add`` on a list) += ``[total]``; ``tally`` (a dict reducer)
+                      sets ``node: total``
 ``["set", key, m]``   overwrite ``key`` with ``total * m + len(log)``
 ``["text", key]``     overwrite ``key`` with ``"<node>@<len(log)>"``
 ``["rich", key]``     overwrite ``key`` with a tuple, bytes, a date and a frozenset
 ``["tag", key]``      overwrite ``key`` with ``"<metadata tag>/<config.node_id>"``
 ``["drop", key]``     delete ``key`` (``MARK_FOR_REMOVAL``)
-``["unlog", node]``   ``log``: remove the first ``node`` (``RemoveByHash``) before appending
+``["unlog", node]``   ``log``: remove the first ``node`` (``RemoveByHash``) before appending;
+                      ``tally``: remove the entry ``start<len(log) % 6>`` (it starts with
+                      ``start0`` to ``start5``)
 ``["result"]``        ``results`` (appender) += ``[item * 10 + total]`` (``item`` from a Send)
 ``["reset"]``         ``results`` = ``ReplaceAllWith([len(log)])``
 ``["gate"]``          raise ``GraphInterrupt`` unless ``approved`` is truthy
@@ -95,11 +99,20 @@ CHILD_NODES = ("body", "check")
 SHARED_KEYS = ("x0", "x1")
 
 
+def _tally(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A dict reducer, as agents keep files: entries set by name, ``None`` removes one."""
+    merged = {**old, **new}
+    return {name: value for name, value in merged.items() if value is not None}
+
+
 def schema() -> dict[str, Channel]:
     return {
         "log": Channels.appender(),
         "results": Channels.appender(),
         "total": Channel(operator.add, 0),
+        "trail": Channel(operator.add, list),
+        # (starting with entries, so that a node's entry is stored as a change of the dict)
+        "tally": Channel(_tally, lambda: {f"start{i}": i for i in range(6)}),
     }
 
 
@@ -255,6 +268,8 @@ def _update(node: str, ops: list[list[Any]], state: Any, config: Any) -> dict[st
                 raise ValueError(f"boom in {node} at total {total}")
         elif kind == "add":
             update["total"] = update.get("total", 0) + op[1] + len(log) % 3
+            update["trail"] = [*update.get("trail", []), total]
+            update["tally"] = {**update.get("tally", {}), node: total}
         elif kind == "set":
             update[op[1]] = total * op[2] + len(log)
         elif kind == "text":
@@ -272,6 +287,7 @@ def _update(node: str, ops: list[list[Any]], state: Any, config: Any) -> dict[st
             update[op[1]] = MARK_FOR_REMOVAL
         elif kind == "unlog":
             log_update.append(RemoveByHash(op[1]))
+            update["tally"] = {**update.get("tally", {}), f"start{len(log) % 6}": None}
         elif kind == "result":
             update["results"] = [int(s.get("item") or 0) * 10 + total]
         elif kind == "reset":
