@@ -10,14 +10,20 @@ Cancel stops a running run with ``RunHandle.cancel()``.  A parked or failed run 
 here (``RunHandle.cancel()`` leaves stopped runs alone): its record becomes ``cancelled`` and its
 latest checkpoint gets the cancel mark, so it leaves the approval inbox and its deadline timer
 is dropped; like any cancelled run it stays resumable.
+
+Actions on one thread are carried out one at a time: each checks the run's status again once it
+has the thread, so of two clicks on the same parked run (a double submit, two tabs) exactly one
+resumes it and the other is told what became of the run.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +87,16 @@ class Steering:
     def __init__(self, catalog: Catalog, pool: ThreadPoolExecutor | None = None) -> None:
         self.catalog = catalog
         self.pool = pool or ThreadPoolExecutor(max_workers=4, thread_name_prefix="lgc-console")
+        self._guard = threading.Lock()
+        self._threads: dict[str, threading.Lock] = {}
+
+    @contextmanager
+    def _one_at_a_time(self, thread_id: str) -> Iterator[None]:
+        """Hold ``thread_id`` for one action (a check of the run's status and its start)."""
+        with self._guard:
+            lock = self._threads.setdefault(thread_id, threading.Lock())
+        with lock:
+            yield
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -88,11 +104,15 @@ class Steering:
     # -- resuming -----------------------------------------------------------------------------
 
     def approve(self, run_id: str, update: Mapping[str, Any] | None) -> ActionResult:
-        run = self._expect(run_id, "approve", RunStatus.PARKED)
-        return self._resume(run, update, "approve", "approved")
+        with self._holding(run_id, "approve", RunStatus.PARKED) as run:
+            return self._resume(run, update, "approve", "approved")
 
     def reject(self, run_id: str, update: Mapping[str, Any] | None = None) -> ActionResult:
-        run = self._expect(run_id, "reject", RunStatus.PARKED)
+        with self._holding(run_id, "reject", RunStatus.PARKED) as run:
+            return self._reject(run, update)
+
+    def _reject(self, run: RunView, update: Mapping[str, Any] | None) -> ActionResult:
+        run_id = run.run_id
         chosen = dict(update) if update is not None else reject_update(run.metadata)
         if chosen is None:
             raise SteeringError(
@@ -103,8 +123,15 @@ class Steering:
         return self._resume(run, chosen, "reject", "rejected")
 
     def retry(self, run_id: str, update: Mapping[str, Any] | None = None) -> ActionResult:
-        run = self._expect(run_id, "retry", RunStatus.FAILED, RunStatus.CANCELLED)
-        return self._resume(run, update, "retry", "resumed")
+        with self._holding(run_id, "retry", RunStatus.FAILED, RunStatus.CANCELLED) as run:
+            return self._resume(run, update, "retry", "resumed")
+
+    @contextmanager
+    def _holding(self, run_id: str, action: str, *statuses: RunStatus) -> Iterator[RunView]:
+        """The run, checked to be in one of ``statuses`` while its thread is held."""
+        run = self._expect(run_id, action, *statuses)
+        with self._one_at_a_time(run.thread_id):
+            yield self._expect(run_id, action, *statuses)  # (again: another action may have won)
 
     def _expect(self, run_id: str, action: str, *statuses: RunStatus) -> RunView:
         run = read_run(self.catalog, run_id)
@@ -139,7 +166,8 @@ class Steering:
             raise SteeringError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
         config = RunnableConfig(thread_id=thread_id, checkpoint_id=checkpoint_id)
         handle: list[Any] = []
-        started = self._start(entry, None, config, handle)
+        with self._one_at_a_time(thread_id):
+            started = self._start(entry, None, config, handle)
         run_id = handle[0].run_id if handle else None
         return ActionResult(
             "fork",
@@ -188,7 +216,11 @@ class Steering:
     # -- cancelling ---------------------------------------------------------------------------
 
     def cancel(self, run_id: str) -> ActionResult:
-        run = read_run(self.catalog, run_id)
+        with self._one_at_a_time(read_run(self.catalog, run_id).thread_id):
+            return self._cancel(read_run(self.catalog, run_id))
+
+    def _cancel(self, run: RunView) -> ActionResult:
+        run_id = run.run_id
         if run.status in (RunStatus.COMPLETED, RunStatus.CANCELLED):
             raise SteeringError(f"cannot cancel run {run_id}: it {_verb(run.status)}")
         if run.status is RunStatus.RUNNING or (
