@@ -13,8 +13,17 @@ from typing import Any, Literal
 
 import pytest
 
-from langgraph_celery import END, START, Channels, CompileConfig, RunnableConfig, StateGraph
+from langgraph_celery import (
+    END,
+    START,
+    Channels,
+    CompileConfig,
+    GraphInput,
+    RunnableConfig,
+    StateGraph,
+)
 from langgraph_celery.checkpoint import BaseCheckpointSaver, Checkpoint, CheckpointKind, RunStatus
+from langgraph_celery.errors import CheckpointConflictError
 from langgraph_celery.graph.compiled import CompiledGraph
 
 Durability = Literal["sync", "async", "exit"]
@@ -160,3 +169,51 @@ def test_a_late_step_that_comes_second_is_dropped_and_its_update_kept(
     forked = graph.invoke(None, config.with_changes(checkpoint_id=cancelled.checkpoint_id))
     assert forked.data["messages"] == ["hi", "agent_1", "agent_2"]
     assert held.calls == 2
+
+
+def test_a_resume_that_read_the_parked_checkpoint_after_another_resume_ran_nothing(
+    saver: BaseCheckpointSaver,
+) -> None:
+    """Two resumes of one parked run that both read its parked checkpoint: the one that stores
+    second is refused (``CheckpointConflictError``) and runs nothing.  It used to take the
+    other's resume checkpoint for a cancelled run's late step and go on from it, running the
+    parked node a second time (the first resume's commit then failing)."""
+    held = _Held()
+    graph = (
+        StateGraph({"messages": Channels.appender()})
+        .add_node("draft", lambda state: {"messages": "draft"})
+        .add_node("agent_1", held)
+        .add_edge(START, "draft")
+        .add_edge("draft", "agent_1")
+        .add_edge("agent_1", END)
+        .compile(CompileConfig(checkpoint_saver=saver, interrupt_before=("agent_1",)))
+    )
+    config = RunnableConfig(thread_id="two-resumes")
+    graph.invoke({"messages": []}, config)
+    parked = saver.get("two-resumes")
+    assert parked is not None and parked.next == ("agent_1",)
+    first: list[Any] = []
+    resuming = threading.Thread(
+        target=lambda: first.append(graph.invoke(GraphInput.resume(), config))
+    )
+    resuming.start()
+    assert held.started.wait(20)  # the first resume stored its checkpoint; agent_1 runs
+    read = saver.get
+    stale = threading.local()
+
+    def as_read_before(thread_id: str, checkpoint_id: str | None = None) -> Any:
+        if checkpoint_id is None and not getattr(stale, "done", False):
+            stale.done = True  # (this resume read the thread when it was still parked)
+            return parked
+        return read(thread_id, checkpoint_id)
+
+    saver.get = as_read_before  # type: ignore[method-assign]
+    try:
+        with pytest.raises(CheckpointConflictError):
+            graph.invoke(GraphInput.resume(), config)
+    finally:
+        saver.get = read  # type: ignore[method-assign]
+        held.release.set()
+        resuming.join(20)
+    assert held.calls == 1
+    assert first and first[0].value("messages") == ["draft", "agent_1"]

@@ -328,11 +328,16 @@ def overtaken(base: Checkpoint | None, now: Checkpoint | None) -> bool:
     (the latest when it was read) was refused, is a later step of ``base``'s run: a step that
     was finishing when the run was cancelled stored its checkpoint first (the saver keeps one
     successor per checkpoint, and one checkpoint per step).  Then the start, resume or
-    ``update_state`` goes on from ``now`` instead, taking the late step up."""
+    ``update_state`` goes on from ``now`` instead, taking the late step up.
+
+    Only a step the run loop stored (``LOOP``) is such a late step: a resume, fork or
+    ``update_state`` of another caller that stored first is not taken up, and the store stays
+    refused (two resumes of one parked run would otherwise both run its next node)."""
     return (
         base is not None
         and now is not None
         and now.checkpoint_id != base.checkpoint_id
         and now.run_id == base.run_id
         and now.step > base.step
+        and now.kind is CheckpointKind.LOOP
     )
